@@ -1,0 +1,1 @@
+"""Cluster-side tools run inside sbatch jobs: trainer, converter, evaluator, data preparation."""

@@ -1,0 +1,1 @@
+"""autoexp: AutoExperiment-compatible scaling-law campaigns on Slurm, orchestrated by Airflow."""

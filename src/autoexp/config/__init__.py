@@ -1,0 +1,1 @@
+"""Pure config engine: AutoExperiment YAML to expanded, validated jobs (no Airflow import)."""

@@ -1,0 +1,1 @@
+"""Experiment planner and DAG factory: composes the config engine and the Slurm layer."""
