@@ -1,1 +1,1 @@
-"""Generic Slurm-over-SSH for Airflow: hook, command builders, parsers, states, triggers, operators, sensors."""
+"""Generic Slurm-over-SSH for Airflow: hook, commands, parsers, states, triggers, operators, sensors."""
