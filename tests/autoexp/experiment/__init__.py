@@ -1,0 +1,1 @@
+"""Tests of the planner and the DAG factory."""
