@@ -1,0 +1,112 @@
+#!/bin/bash
+# autoexp convert+eval template (AutoExperiment format: Python str.format over the whole file, every
+# literal brace doubled). Converts Megatron checkpoints to HuggingFace and evaluates them with lm-eval.
+# With CKPT_ITER set at submit time only that iteration is processed (one Slurm job per checkpoint);
+# without it every unconverted checkpoint is processed, earliest first, like the seed's.
+# Variables: docs/cluster-tools.md.
+#SBATCH --account={ACCOUNT}
+#SBATCH --partition={PARTITION}
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task={CPUS_PER_TASK}
+#SBATCH --gpus-per-node={GPUS_PER_NODE}
+#SBATCH --time=06:00:00
+#SBATCH --output={output_file}
+#SBATCH --open-mode=append
+#SBATCH --job-name={name}
+
+set -uo pipefail
+
+echo "[autoexp] job ${{SLURM_JOB_ID:-none}} on $(hostname) started $(date -u +%FT%TZ)"
+
+PYTHON="{PYTHON}"
+RUN_DIR="{RUN_DIR}"
+SOURCE_CHECKPOINT_PATH="{SOURCE_CHECKPOINT_PATH}"
+TARGET_HF_PATH="{TARGET_HF_PATH}"
+export AUTOEXP_CKPT_DIR="$SOURCE_CHECKPOINT_PATH"
+export PYTHONPATH="{AUTOEXP_INCLUDE}${{PYTHONPATH:+:$PYTHONPATH}}"
+export HF_HOME="{HF_HOME}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CPUS_PER_TASK}}}"
+# shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
+source "{AUTOEXP_INCLUDE}/helpers/ckpt_lib.sh"
+
+RUNTIME="{CONTAINER_RUNTIME}"
+GPUS_PER_NODE={GPUS_PER_NODE}
+case "$RUNTIME" in
+    apptainer|singularity)
+        CONTAINER=("$RUNTIME" exec)
+        if [ "$GPUS_PER_NODE" -gt 0 ]; then CONTAINER+=(--nv); fi
+        read -r -a EXTRA <<< "${{AUTOEXP_CONTAINER_ARGS:-}}"
+        CONTAINER+=("${{EXTRA[@]}}" "{CONTAINER_IMAGE}")
+        ;;
+    none) CONTAINER=() ;;
+    *) echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$RUNTIME'" >&2; exit 2 ;;
+esac
+
+mkdir -p "$RUN_DIR/converted_checkpoints" "$RUN_DIR/in_progress_checkpoints" "$RUN_DIR/eval_results" \
+    "$TARGET_HF_PATH"
+
+# Convert and evaluate one iteration under its lock. Returns non-zero on failure (recorded, so a
+# poison checkpoint is given up after AUTOEXP_MAX_FAILURES attempts instead of looping forever).
+process_iter() {{
+    local iter="$1" lock="$RUN_DIR/in_progress_checkpoints/iter_$1.lock"
+    local load target results rc
+    load="$SOURCE_CHECKPOINT_PATH/$(printf 'iter_%07d' "$iter")"
+    target="$TARGET_HF_PATH/iter_$iter"
+    results="$RUN_DIR/eval_results/iter_$iter/results.json"
+    if ! autoexp_lock_take "$lock"; then
+        echo "[autoexp] iter $iter is locked by a live job ($(tr '\n' ' ' < "$lock")), skipping"
+        return 0
+    fi
+    echo "[autoexp] converting iter $iter: $load -> $target"
+    "${{CONTAINER[@]}}" "$PYTHON" -u -m autoexp_cluster.convert --load "$load" --save "$target"
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        echo "[autoexp] evaluating iter $iter on {EVAL_TASKS} -> $results"
+        "${{CONTAINER[@]}}" "$PYTHON" -u -m autoexp_cluster.evaluate --model "$target" \
+            --tasks "{EVAL_TASKS}" --tasks-path "{EVAL_TASKS_PATH}" --output "$results"
+        rc=$?
+    fi
+    if [ "$rc" -eq 0 ]; then
+        touch "$RUN_DIR/converted_checkpoints/iter_$iter.done"
+        echo "[autoexp] iter $iter done"
+    else
+        echo "$(date -u +%FT%TZ) job ${{SLURM_JOB_ID:-none}} rc $rc" >> "$RUN_DIR/in_progress_checkpoints/iter_$iter.failures"
+        echo "[autoexp] iter $iter FAILED (rc $rc, $(autoexp_failures "$RUN_DIR" "$iter") failure(s) so far)" >&2
+    fi
+    rm -f "$lock"
+    return "$rc"
+}}
+
+if [ -n "${{CKPT_ITER:-}}" ]; then
+    if ! [[ "$CKPT_ITER" =~ ^[0-9]+$ ]]; then
+        echo "[autoexp] CKPT_ITER must be an integer, got '$CKPT_ITER'" >&2; exit 2
+    fi
+    ITER=$((10#$CKPT_ITER))
+    if [ -e "$RUN_DIR/converted_checkpoints/iter_$ITER.done" ]; then
+        echo "[autoexp] iter $ITER already converted and evaluated"; exit 0
+    fi
+    if ! autoexp_ready_iters "$RUN_DIR" "$ITER" | grep -qx "$ITER"; then
+        echo "[autoexp] checkpoint iter $ITER of $SOURCE_CHECKPOINT_PATH is missing, incomplete or beyond the tracker" >&2
+        exit 3
+    fi
+    process_iter "$ITER"
+    exit $?
+fi
+
+STATUS=0
+FAILED=" "
+while true; do
+    # Checkpoints written while this job runs are picked up too; one that failed in this job is
+    # left to the next job (its failure count caps the retries).
+    NEXT=""
+    for CAND in $(autoexp_pending_iters "$RUN_DIR"); do
+        case "$FAILED" in *" $CAND "*) continue ;; esac
+        NEXT="$CAND"
+        break
+    done
+    if [ -z "$NEXT" ]; then break; fi
+    process_iter "$NEXT" || {{ STATUS=1; FAILED="$FAILED$NEXT "; }}
+done
+echo "[autoexp] no unconverted checkpoint left in $SOURCE_CHECKPOINT_PATH"
+exit "$STATUS"

@@ -1,0 +1,132 @@
+#!/bin/bash
+# autoexp training template (AutoExperiment format: rendered with Python str.format over the whole
+# file, so every literal brace is doubled). Drives Megatron-LM's pretrain_gpt.py, or autoexp's own
+# megatron-core trainer, through torchrun. Variables: docs/cluster-tools.md.
+#SBATCH --account={ACCOUNT}
+#SBATCH --partition={PARTITION}
+#SBATCH --nodes={NODES}
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task={CPUS_PER_TASK}
+#SBATCH --gpus-per-node={GPUS_PER_NODE}
+#SBATCH --time={TIME}
+#SBATCH --output={output_file}
+#SBATCH --open-mode=append
+#SBATCH --job-name={name}
+
+set -euo pipefail
+
+echo "[autoexp] job ${{SLURM_JOB_ID:-none}} on ${{SLURM_JOB_NODELIST:-$(hostname)}} started $(date -u +%FT%TZ)"
+
+# ---- environment -------------------------------------------------------------------------------
+PYTHON="{PYTHON}"
+TRAIN_SCRIPT="{TRAIN_SCRIPT}"
+RUN_DIR="{RUN_DIR}"
+CHECKPOINT_PATH="$RUN_DIR/checkpoints"
+export PYTHONPATH="{AUTOEXP_INCLUDE}${{PYTHONPATH:+:$PYTHONPATH}}"
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+export NCCL_IB_TIMEOUT=150
+export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CPUS_PER_TASK}}}"
+# Site-specific interfaces (JUWELS: ib0) come from the environment, never from this file.
+if [ -n "${{AUTOEXP_SOCKET_IFNAME:-}}" ]; then
+    export GLOO_SOCKET_IFNAME="$AUTOEXP_SOCKET_IFNAME" NCCL_SOCKET_IFNAME="$AUTOEXP_SOCKET_IFNAME"
+fi
+mkdir -p "$CHECKPOINT_PATH" "{LOGS}/.megatron_cache"
+
+# ---- container runtime: apptainer | singularity | none ---------------------------------------
+RUNTIME="{CONTAINER_RUNTIME}"
+GPUS_PER_NODE={GPUS_PER_NODE}
+case "$RUNTIME" in
+    apptainer|singularity)
+        CONTAINER=("$RUNTIME" exec)
+        if [ "$GPUS_PER_NODE" -gt 0 ]; then CONTAINER+=(--nv); fi
+        # Extra binds etc. (e.g. "--bind /p/data1") come from the site environment.
+        read -r -a EXTRA <<< "${{AUTOEXP_CONTAINER_ARGS:-}}"
+        CONTAINER+=("${{EXTRA[@]}}" "{CONTAINER_IMAGE}")
+        ;;
+    none) CONTAINER=() ;;
+    *) echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$RUNTIME'" >&2; exit 2 ;;
+esac
+
+# ---- rendezvous: first node of the allocation; port derived from the job id -------------------
+MASTER_ADDR="$(scontrol show hostnames "${{SLURM_JOB_NODELIST:-localhost}}" | head -n 1)${{AUTOEXP_MASTER_SUFFIX:-}}"
+MASTER_PORT=$((10000 + ${{SLURM_JOB_ID:-0}} % 10000))
+NPROC_PER_NODE=$(( GPUS_PER_NODE > 0 ? GPUS_PER_NODE : 1 ))
+export MASTER_ADDR MASTER_PORT
+
+# A cooldown resumes a pretrain checkpoint: no second warmup.
+PHASE="{PHASE}"
+if [ "$PHASE" = "COOLDOWN" ]; then WARMUP_ITERS=0; else WARMUP_ITERS={LR_WARMUP_ITERS}; fi
+# Megatron-LM's legacy format cannot be resharded; torch_dist can.
+TP={TP} PP={PP}
+if [ "$TP" -gt 1 ] || [ "$PP" -gt 1 ]; then CKPT_FORMAT=torch_dist; else CKPT_FORMAT=torch; fi
+
+# shellcheck disable=SC2054  # "--split 989,10,1" is one value
+ARGS=(
+    --data-path {DATA_PATH}
+    --tokenizer-model "{TOKENIZER_MODEL}"
+    --tokenizer-type {TOKENIZER_TYPE}
+    --split 989,10,1
+    --num-workers {DATA_NUM_WORKERS}
+    --data-cache-path "{LOGS}/.megatron_cache"
+    --num-layers {NUM_LAYERS}
+    --hidden-size {HIDDEN_SIZE}
+    --num-attention-heads {NUM_ATTN_HEADS}
+    --ffn-hidden-size {FFN_HIDDEN_SIZE}
+    --seq-length {SEQ_LENGTH}
+    --max-position-embeddings {MAX_POSITION_EMBEDDINGS}
+    --tensor-model-parallel-size {TP}
+    --pipeline-model-parallel-size {PP}
+    --sequence-parallel
+    --micro-batch-size {MICRO_BATCH_SIZE}
+    --global-batch-size {GLOBAL_BATCH_SIZE}
+    --train-iters {TRAIN_ITERS}
+    --weight-decay {WD}
+    --adam-beta1 {BETA1}
+    --adam-beta2 {BETA2}
+    --clip-grad {CLIP_GRAD}
+    --lr {LR}
+    --min-lr {MIN_LR}
+    --lr-decay-style {LR_DECAY_STYLE}
+    --lr-wsd-decay-style {LR_WSD_DECAY_STYLE}
+    --lr-warmup-iters "$WARMUP_ITERS"
+    --lr-decay-iters {LR_DECAY_ITERS}
+    --lr-wsd-decay-iters {LR_WSD_DECAY_ITERS}
+    --use-flash-attn
+    --bf16
+    --qk-layernorm
+    {DISABLE_BIAS_LINEAR}
+    --position-embedding-type rope
+    --rotary-base 100000
+    --rotary-percent 1.0
+    --normalization RMSNorm
+    --swiglu
+    --use-distributed-optimizer
+    --overlap-param-gather
+    --overlap-grad-reduce
+    --use-checkpoint-args
+    --override-opt_param-scheduler
+    --ckpt-format "$CKPT_FORMAT"
+    --log-interval {LOG_INTERVAL}
+    --log-throughput
+    --save-interval {SAVE_INTERVAL}
+    --eval-interval {TRAIN_ITERS}
+    --eval-iters {EVAL_ITERS}
+    --save "$CHECKPOINT_PATH"
+    --load "$CHECKPOINT_PATH"
+    --tensorboard-dir "$CHECKPOINT_PATH/tensorboard"
+)
+if [ "$GPUS_PER_NODE" -gt 0 ]; then ARGS+=(--distributed-backend nccl); else ARGS+=(--distributed-backend gloo); fi
+
+LAUNCH=(
+    "${{CONTAINER[@]}}" "$PYTHON" -u -m torch.distributed.run
+    --nproc-per-node "$NPROC_PER_NODE" --nnodes "${{SLURM_NNODES:-1}}"
+    --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-backend static --max-restarts 0
+    "$TRAIN_SCRIPT" "${{ARGS[@]}}"
+)
+echo "[autoexp] launching: ${{LAUNCH[*]}}"
+# torchrun reads --node-rank from PET_NODE_RANK: each srun task sets its own.
+# shellcheck disable=SC2016  # expanded by the per-task shell, not here
+srun --wait=60 --kill-on-bad-exit=1 --ntasks-per-node=1 \
+    bash -c 'export PET_NODE_RANK="$SLURM_PROCID"; exec "$@"' autoexp-launch "${{LAUNCH[@]}}"
+echo "[autoexp] job ${{SLURM_JOB_ID:-none}} finished $(date -u +%FT%TZ)"
