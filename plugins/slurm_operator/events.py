@@ -1,0 +1,94 @@
+"""The one event schema every Slurm trigger emits and every resume method checks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+# status values
+SUCCESS: Final = "success"  # job COMPLETED, or the watched remote condition holds
+FAILURE: Final = "failure"  # job reached a terminal state other than COMPLETED
+PROGRESS: Final = "progress"  # not final: a log chunk to relay, the operator re-defers
+ERROR: Final = "error"  # the trigger could not find out (connection budget spent, job vanished, bug)
+STATUSES: Final = frozenset({SUCCESS, FAILURE, PROGRESS, ERROR})
+
+_FIELDS: Final = (
+    "status",
+    "message",
+    "job_id",
+    "slurm_state",
+    "exit_code",
+    "log_offset",
+    "log_chunk",
+    "record",
+    "data",
+    "carry",
+)
+
+
+class EventSchemaError(ValueError):
+    """A trigger event payload that does not follow the schema (names the offending key)."""
+
+
+@dataclass(frozen=True)
+class SlurmEvent:
+    """Payload of every trigger event, as JSON primitives.
+
+    :param status: one of ``success``, ``failure``, ``progress``, ``error``.
+    :param message: one human line saying what happened.
+    :param job_id: the Slurm job id the event is about (None for path triggers).
+    :param slurm_state: the Slurm state name (``COMPLETED``, ``TIMEOUT``...), if known.
+    :param exit_code: the job's exit code, if known.
+    :param log_offset: byte offset up to which the job log / watched file has been read.
+    :param log_chunk: text read since the previous offset (progress events), else "".
+    :param record: ``JobRecord.to_dict()`` of the final accounting row, if any.
+    :param data: trigger-specific results (matched line, complete iterations...).
+    :param carry: opaque JSON the deferring operator handed to the trigger, echoed back so the
+        resume method has its state even where Airflow drops ``defer(kwargs=...)`` (dag.test()).
+    """
+
+    status: str
+    message: str
+    job_id: str | None = None
+    slurm_state: str | None = None
+    exit_code: int | None = None
+    log_offset: int = 0
+    log_chunk: str = ""
+    record: dict[str, Any] | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    carry: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise EventSchemaError(f"event.status: {self.status!r} is not one of {sorted(STATUSES)}")
+
+    def to_payload(self) -> dict[str, Any]:
+        """Return the event as a plain dict for ``TriggerEvent``."""
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: object) -> SlurmEvent:
+        """Validate a payload received by a resume method; raise EventSchemaError naming the key."""
+        if not isinstance(payload, dict):
+            raise EventSchemaError(f"event: expected a dict, got {type(payload).__name__}: {payload!r:.200}")
+        unknown = set(payload) - set(_FIELDS)
+        if unknown:
+            raise EventSchemaError(f"event: unknown keys {sorted(unknown)}")
+        for key in ("status", "message"):
+            if not isinstance(payload.get(key), str):
+                raise EventSchemaError(f"event.{key}: expected a string, got {payload.get(key)!r:.200}")
+        _check(payload, "job_id", (str, type(None)))
+        _check(payload, "slurm_state", (str, type(None)))
+        _check(payload, "exit_code", (int, type(None)))
+        _check(payload, "log_offset", (int,))
+        _check(payload, "log_chunk", (str,))
+        _check(payload, "record", (dict, type(None)))
+        _check(payload, "data", (dict,))
+        _check(payload, "carry", (dict,))
+        return cls(**payload)
+
+
+def _check(payload: dict[str, Any], key: str, types: tuple[type, ...]) -> None:
+    if key in payload and (not isinstance(payload[key], types) or isinstance(payload[key], bool)):
+        names = " | ".join(t.__name__ for t in types)
+        raise EventSchemaError(f"event.{key}: expected {names}, got {payload[key]!r:.200}")

@@ -1,0 +1,65 @@
+"""Deterministic Slurm job names and per-attempt remote paths for Airflow task instances."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# Slurm itself accepts long names, but `squeue -o %j` and fixed-width sacct columns truncate, and
+# a name must stay greppable in both; 64 characters keeps every name whole in the default views.
+MAX_JOB_NAME = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_DIGEST_LEN = 10
+
+
+def sanitize(text: str) -> str:
+    """Replace every run of characters outside ``[A-Za-z0-9_.-]`` by one ``_``."""
+    return _UNSAFE.sub("_", text).strip("_.-")
+
+
+def job_name(dag_id: str, task_id: str, run_id: str, map_index: int | None = None, prefix: str = "af") -> str:
+    """Return the Slurm job name of one task instance (the same for every try of it).
+
+    The readable part (dag, task, map index) may be truncated; the digest over the full identity
+    (including the run id, which is long and mostly timestamps) keeps names of different task
+    instances distinct, so a name found in squeue re-attaches to the right task instance only.
+    """
+    index = -1 if map_index is None else map_index
+    identity = "\x1f".join((dag_id, task_id, run_id, str(index)))
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:_DIGEST_LEN]
+    readable = sanitize(f"{prefix}-{dag_id}-{task_id}")
+    if index >= 0:
+        readable = f"{readable}-m{index}"
+    room = MAX_JOB_NAME - _DIGEST_LEN - 1
+    return f"{readable[:room].rstrip('_.-')}-{digest}"
+
+
+def attempt_output_path(remote_dir: str, name: str) -> str:
+    """Per-attempt log path: Slurm replaces ``%j`` by the job id, so no attempt overwrites another."""
+    return f"{remote_dir.rstrip('/')}/{name}-%j.out"
+
+
+def attempt_script_path(remote_dir: str, name: str, attempt: int) -> str:
+    """Remote path of the copy of the sbatch script submitted for one attempt (kept for provenance)."""
+    return f"{remote_dir.rstrip('/')}/scripts/{name}.attempt{attempt:03d}.sbatch"
+
+
+def resolve_output_path(template: str, job_id: str, name: str = "") -> str:
+    """Expand ``%j`` (job id), ``%x`` (job name) and ``%%`` of an sbatch ``--output`` pattern."""
+    out: list[str] = []
+    i = 0
+    while i < len(template):
+        ch = template[i]
+        if ch == "%" and i + 1 < len(template):
+            nxt = template[i + 1]
+            if nxt == "j":
+                out.append(job_id)
+                i += 2
+                continue
+            if nxt in "x%":
+                out.append(name if nxt == "x" else "%")
+                i += 2
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)

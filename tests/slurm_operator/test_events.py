@@ -1,0 +1,41 @@
+"""Tests for the single trigger event schema."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from slurm_operator import events
+from slurm_operator.events import EventSchemaError, SlurmEvent
+
+
+def test_round_trip_through_json() -> None:
+    ev = SlurmEvent(
+        status=events.FAILURE,
+        message="Slurm job 7 ended FAILED",
+        job_id="7",
+        slurm_state="FAILED",
+        exit_code=3,
+        log_offset=120,
+        record={"job_id": "7"},
+        carry={"attempts": [{"job_id": "7"}]},
+    )
+    payload = json.loads(json.dumps(ev.to_payload()))
+    assert SlurmEvent.from_payload(payload) == ev
+
+
+@pytest.mark.parametrize(
+    ("payload", "match"),
+    [
+        ("done", r"event: expected a dict"),
+        ({"status": "done", "message": "x"}, r"event.status: 'done' is not one of"),
+        ({"status": "success"}, r"event.message: expected a string"),
+        ({"status": "success", "message": "m", "exit_code": "3"}, r"event.exit_code: expected int"),
+        ({"status": "success", "message": "m", "exit_code": True}, r"event.exit_code"),
+        ({"status": "success", "message": "m", "bogus": 1}, r"unknown keys \['bogus'\]"),
+        ({"status": "success", "message": "m", "carry": []}, r"event.carry: expected dict"),
+    ],
+)
+def test_bad_payloads_name_the_key(payload: object, match: str) -> None:
+    with pytest.raises(EventSchemaError, match=match):
+        SlurmEvent.from_payload(payload)
