@@ -1,0 +1,122 @@
+"""Grid expansion exactly like AutoExperiment's ``product_recursive``, with line numbers and strict errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain, product
+
+from autoexp.config.errors import ConfigError
+from autoexp.config.yamlio import Scalar, YNode, YScalar, YSeq
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """One path of an assignment: the keys from the top, each key's line, the value and its line."""
+
+    keys: tuple[str, ...]
+    key_lines: tuple[int, ...]
+    value: Scalar
+    line: int
+
+
+Assignment = tuple[Leaf, ...]
+
+
+class GridExpander:
+    """Expands a YAML tree into assignments; ``axes`` collects every key whose value is a list."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.axes: dict[str, None] = {}
+
+    def expand(self, node: YNode, path: str = "") -> list[Assignment]:
+        if isinstance(node, YScalar):
+            if node.value is None:
+                raise ConfigError(
+                    self.file,
+                    node.line,
+                    path,
+                    'null value; AutoExperiment cannot expand it (write "" for empty)',
+                )
+            return [(Leaf((), (), node.value, node.line),)]
+        if isinstance(node, YSeq):
+            return self._expand_list(node, path)
+        # A mapping is the cartesian product of its children, first key varying slowest.
+        per_key: list[list[Assignment]] = []
+        for key, key_line, child in node.entries:
+            if isinstance(child, YSeq):
+                self.axes.setdefault(key, None)
+            child_path = f"{path}.{key}" if path else key
+            per_key.append([_prefix(key, key_line, a) for a in self.expand(child, child_path)])
+        return [tuple(chain.from_iterable(combo)) for combo in product(*per_key)]
+
+    def _expand_list(self, node: YSeq, path: str) -> list[Assignment]:
+        if not node.items:
+            raise ConfigError(
+                self.file, node.line, path, "empty list: it makes the whole grid empty (0 jobs)"
+            )
+        scalars = [item for item in node.items if isinstance(item, YScalar)]
+        if len(scalars) == len(node.items):
+            for i, item in enumerate(scalars):
+                if item.value is None:
+                    raise ConfigError(
+                        self.file, item.line, f"{path}[{i}]", 'null list item (write "" for an empty string)'
+                    )
+            return [(Leaf((), (), item.value, item.line),) for item in scalars]  # type: ignore[arg-type]
+        # A list of single-key mappings is a labelled union: branches are concatenated.
+        result: list[Assignment] = []
+        for i, entry in enumerate(node.items):
+            if isinstance(entry, YScalar):
+                raise ConfigError(
+                    self.file,
+                    entry.line,
+                    f"{path}[{i}]",
+                    "list mixes plain values and mappings; use a plain list of values (an axis) "
+                    "or a list of single-key mappings (labelled branches), not both",
+                )
+            if isinstance(entry, YSeq):
+                raise ConfigError(
+                    self.file,
+                    entry.line,
+                    f"{path}[{i}]",
+                    "a list item is itself a list; nested lists are not allowed",
+                )
+            if len(entry.entries) != 1:
+                keys = ", ".join(k for k, _, _ in entry.entries) or "none"
+                raise ConfigError(
+                    self.file,
+                    entry.line,
+                    f"{path}[{i}]",
+                    f"list item has {len(entry.entries)} keys ({keys}); each item of a labelled list needs "
+                    "exactly one key (a missing '-' or too much indentation?)",
+                )
+            label, label_line, child = entry.entries[0]
+            if isinstance(child, YSeq):
+                self.axes.setdefault(label, None)
+            child_path = f"{path}.{label}" if path else label
+            result.extend(_prefix(label, label_line, a) for a in self.expand(child, child_path))
+        return result
+
+
+def _prefix(key: str, key_line: int, assignment: Assignment) -> Assignment:
+    return tuple(
+        Leaf((key, *leaf.keys), (key_line, *leaf.key_lines), leaf.value, leaf.line) for leaf in assignment
+    )
+
+
+def flatten(assignment: Assignment) -> tuple[dict[str, Scalar], dict[str, int]]:
+    """AutoExperiment's flat namespace: each key takes the next key as value, the last key the leaf.
+
+    A later assignment to a name overrides an earlier one (document order), but the name keeps the
+    position of its first assignment, as Python dicts do. Returns the params and each one's line.
+    """
+    params: dict[str, Scalar] = {}
+    lines: dict[str, int] = {}
+    for leaf in assignment:
+        keys = leaf.keys
+        for i in range(len(keys) - 1):
+            params[keys[i]] = keys[i + 1]
+            lines[keys[i]] = leaf.key_lines[i + 1]
+        params[keys[-1]] = leaf.value
+        lines[keys[-1]] = leaf.line
+    return params, lines

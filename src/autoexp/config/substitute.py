@@ -1,0 +1,173 @@
+"""AutoExperiment's ``{VAR}`` fixed point and ``expr()`` evaluation, with cycle and unresolved-name errors."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from collections.abc import Callable
+from typing import Any, cast
+
+from autoexp.config import safe_expr
+from autoexp.config.fields import field_names, head_name, referenced_names, unsafe_field
+from autoexp.config.yamlio import Scalar
+
+MAX_VALUE_CHARS = 1_000_000  # a value that keeps growing (`A: "{{A}}x"`) is stopped here
+
+
+class SubstitutionError(Exception):
+    """A variable could not be resolved; ``var`` names it."""
+
+    def __init__(self, var: str, message: str) -> None:
+        self.var = var
+        self.message = message
+        super().__init__(message)
+
+
+def is_expr(value: object) -> bool:
+    """AutoExperiment's test: the whole string starts with ``expr(`` and ends with ``)``."""
+    return type(value) is str and value.startswith("expr(") and value.endswith(")")
+
+
+# expr() results depend only on the expression text, and the same texts recur across jobs.
+_EXPR_CACHE: dict[str, Scalar | safe_expr.ExprError] = {}
+
+
+def eval_expr(text: str) -> Scalar:
+    """Evaluate an ``expr(...)`` string (cached); raise ExprError."""
+    cached = _EXPR_CACHE.get(text)
+    if cached is None:
+        try:
+            cached = safe_expr.evaluate(text[5:-1])
+        except safe_expr.ExprError as exc:
+            cached = exc
+        if len(_EXPR_CACHE) > 200_000:
+            _EXPR_CACHE.clear()
+        _EXPR_CACHE[text] = cached
+    if isinstance(cached, safe_expr.ExprError):
+        raise cached
+    return cached
+
+
+def _may_change(value: Scalar) -> bool:
+    return type(value) is str and ("{" in value or "}" in value or is_expr(value))
+
+
+def find_cycle(params: dict[str, Scalar]) -> list[str] | None:
+    """A reference cycle among the variables (``A -> B -> A``), or None."""
+    graph: dict[str, tuple[str, ...]] = {}
+    for key, value in params.items():
+        if type(value) is str and "{" in value:
+            refs = tuple(n for n in referenced_names(value) if n in params)
+            if refs:
+                graph[key] = refs
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for key in graph:
+        if key not in state:
+            found = visit(key)
+            if found:
+                return found
+    return None
+
+
+def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
+    """Resolve ``params`` in place exactly as AutoExperiment's ``generate_job_defs`` loop does.
+
+    Each pass formats every string with the previous pass's non-expr values (``str.format``; a
+    failure leaves the value as it was) and evaluates any value that is now a whole ``expr(...)``
+    (a failure leaves it for the next pass). Passes repeat until nothing changes. Unlike
+    AutoExperiment, cycles, unsafe fields and values that never settle raise SubstitutionError.
+    """
+    cycle = find_cycle(params)
+    if cycle:
+        raise SubstitutionError(cycle[0], "reference cycle " + " -> ".join(cycle))
+    # Only strings with braces can change under str.format; only exprs can change by evaluation.
+    pending = [k for k, v in params.items() if _may_change(v)]
+    max_passes = len(params) + 10
+    for _ in range(max_passes):
+        old = params.copy()
+        evaled = {k: v for k, v in old.items() if not is_expr(v)}
+        for key in pending:
+            value = cast(str, old[key])  # pending holds only strings
+            if "{" in value or "}" in value:
+                why = unsafe_field(value)
+                if why:
+                    raise SubstitutionError(key, why)
+                try:
+                    value = value.format_map(evaled)
+                except Exception:  # noqa: S110 -- AutoExperiment semantics: retried next pass
+                    pass
+                else:
+                    if len(value) > MAX_VALUE_CHARS:
+                        raise SubstitutionError(key, f"value grows past {MAX_VALUE_CHARS} characters")
+                    params[key] = value
+            if is_expr(value):
+                # On failure AutoExperiment keeps the expr and retries it on the next pass.
+                with contextlib.suppress(safe_expr.ExprError):
+                    params[key] = eval_expr(value)
+        if old == params:
+            _check_resolved(params)
+            return params
+        pending = [k for k in pending if _may_change(params[k])]
+    unsettled = [k for k in pending if _may_change(params[k])]
+    var = unsettled[0] if unsettled else next(iter(params))
+    raise SubstitutionError(
+        var,
+        f"substitution did not settle after {max_passes} passes "
+        f"(still changing: {', '.join(unsettled[:5])}); "
+        "a self-reference through doubled braces?",
+    )
+
+
+def _check_resolved(params: dict[str, Scalar]) -> None:
+    evaled = {k: v for k, v in params.items() if not is_expr(v)}
+    for key, value in params.items():
+        if type(value) is not str:
+            continue
+        problem = unresolved_problem(value, evaled, params)
+        if problem:
+            raise SubstitutionError(key, problem)
+        if is_expr(value):
+            try:
+                eval_expr(value)
+            except safe_expr.ExprError as exc:
+                raise SubstitutionError(key, f"{value} refused: {exc}") from None
+
+
+def unresolved_problem(text: str, values: dict[str, Any], defined: dict[str, Any]) -> str | None:
+    """Why ``text`` still holds a ``{NAME}`` field: an undefined name, or a format that failed."""
+    for field in field_names(text):
+        head = head_name(field)
+        if head is None:
+            continue  # `{}`, `{0}`, `{0000..0139}`: AutoExperiment leaves these as literal text
+        if head not in defined:
+            return f"unresolved {{{field}}}" + close_matches(head, defined)
+        if is_expr(defined[head]):
+            return f"{{{field}}} refers to {head}, whose expr() could not be evaluated"
+        try:
+            text.format_map(values)
+        except Exception as exc:
+            return f"{{{field}}} cannot be formatted: {type(exc).__name__}: {exc}"
+        return f"{{{field}}} is left after substitution (literal braces? values cannot keep {{NAME}} text)"
+    return None
+
+
+def close_matches(name: str, names: Any, render: Callable[[str], str] = str) -> str:
+    """'; did you mean X, Y?' for names close to ``name``, or ''."""
+    matches = difflib.get_close_matches(name, [n for n in names if isinstance(n, str)], n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(render(m) for m in matches)}?" if matches else ""
