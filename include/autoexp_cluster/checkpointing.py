@@ -104,7 +104,9 @@ def _init_adam_state(opt: torch.optim.Optimizer) -> None:
                 }
 
 
-def _sharded_optimizer_state(model: Any, opt: torch.optim.Optimizer, model_sd: dict[str, Any]) -> dict[str, Any]:
+def _sharded_optimizer_state(
+    model: Any, opt: torch.optim.Optimizer, model_sd: dict[str, Any]
+) -> dict[str, Any]:
     # What megatron's FP32Optimizer.sharded_state_dict produces, for a plain torch AdamW.
     from megatron.core.dist_checkpointing.optimizer import (
         get_param_id_to_sharded_param_map,
@@ -235,7 +237,9 @@ def load_checkpoint(
             opt.load_state_dict(osd)
         rng = loaded.get("rng_state")
     else:
-        loaded = torch.load(path / "mp_rank_00" / "model_optim_rng.pt", map_location="cpu", weights_only=False)
+        # weights_only=False: the dict holds an argparse.Namespace (and, from Megatron-LM, its enums).
+        pt = path / "mp_rank_00" / "model_optim_rng.pt"
+        loaded = torch.load(pt, map_location="cpu", weights_only=False)
         model.load_state_dict(loaded["model"])
         if load_optim:
             opt.load_state_dict(loaded["optimizer"]["optimizer"])

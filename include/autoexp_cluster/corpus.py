@@ -5,8 +5,27 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-                "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"]
+NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+]
 COLOURS = ["red", "blue", "green", "yellow", "black", "white"]
 ANIMALS = ["cat", "dog", "bird", "fish", "horse", "mouse"]
 # Each animal has one fixed colour: a fact the model can only get right by learning it.
@@ -28,7 +47,7 @@ def counting(start: int, length: int) -> str:
 
 def documents(n_docs: int, seed: int = 0) -> Iterator[str]:
     """``n_docs`` documents, identical for identical arguments on every machine."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - reproducible data, not security
     for _ in range(n_docs):
         sentences = []
         for _ in range(rng.randint(3, 8)):

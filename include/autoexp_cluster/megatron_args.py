@@ -91,9 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     a("--lr", type=float, required=True)
     a("--min-lr", type=float, default=0.0)
     a("--lr-warmup-init", type=float, default=0.0)
-    a("--lr-decay-style", choices=["constant", "linear", "cosine", "inverse-square-root", "WSD"],
-      default="linear")
-    a("--lr-wsd-decay-style", choices=["linear", "cosine", "exponential", "minus_sqrt"], default="exponential")
+    a(
+        "--lr-decay-style",
+        choices=["constant", "linear", "cosine", "inverse-square-root", "WSD"],
+        default="linear",
+    )
+    a(
+        "--lr-wsd-decay-style",
+        choices=["linear", "cosine", "exponential", "minus_sqrt"],
+        default="exponential",
+    )
     a("--lr-warmup-iters", type=int, default=0)
     a("--lr-decay-iters", type=int, default=None)
     a("--lr-wsd-decay-iters", type=int, default=None)
@@ -103,8 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--adam-eps", type=float, default=1e-8)
     a("--clip-grad", type=float, default=1.0)
     a("--override-opt_param-scheduler", dest="override_opt_param_scheduler", action="store_true")
-    a("--use-checkpoint-opt_param-scheduler", dest="use_checkpoint_opt_param_scheduler",
-      action="store_true")
+    a("--use-checkpoint-opt_param-scheduler", dest="use_checkpoint_opt_param_scheduler", action="store_true")
     a("--bf16", action="store_true")
     a("--fp16", action="store_true")
     a("--seed", type=int, default=1234)
@@ -153,8 +159,9 @@ def parse_args(argv: Sequence[str], world_size: int = 1) -> argparse.Namespace:
     kept, ignored = split_ignored(argv)
     args = build_parser().parse_args(kept)
     if ignored:
-        log.warning("ignoring Megatron-LM flags that only matter for its GPU kernels/sharding: %s",
-                    " ".join(ignored))
+        log.warning(
+            "ignoring Megatron-LM flags that only matter for its GPU kernels/sharding: %s", " ".join(ignored)
+        )
     args.ignored_flags = ignored
     args.world_size = world_size
     if args.tensor_model_parallel_size != 1 or args.pipeline_model_parallel_size != 1:
@@ -168,7 +175,8 @@ def parse_args(argv: Sequence[str], world_size: int = 1) -> argparse.Namespace:
         raise ArgumentError("--fp16 is not supported by autoexp's trainer (use --bf16)")
     if args.hidden_size % args.num_attention_heads:
         raise ArgumentError(
-            f"--hidden-size {args.hidden_size} is not divisible by --num-attention-heads {args.num_attention_heads}"
+            f"--hidden-size {args.hidden_size} is not divisible by "
+            f"--num-attention-heads {args.num_attention_heads}"
         )
     if args.ffn_hidden_size is None:
         # Megatron-LM's default, shrunk by 2/3 for SwiGLU to keep the parameter count.
@@ -197,12 +205,15 @@ def parse_args(argv: Sequence[str], world_size: int = 1) -> argparse.Namespace:
     if args.lr_decay_style == "WSD" and args.lr_wsd_decay_iters is None:
         raise ArgumentError("--lr-decay-style WSD needs --lr-wsd-decay-iters")
     if args.override_opt_param_scheduler and args.use_checkpoint_opt_param_scheduler:
-        raise ArgumentError("both --override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are set")
+        raise ArgumentError(
+            "both --override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are set"
+        )
     if args.data_path is None:
         raise ArgumentError("--data-path is required")
     if args.tokenizer_type != "HuggingFaceTokenizer":
         raise ArgumentError(
-            f"--tokenizer-type {args.tokenizer_type} is not supported by autoexp's trainer (HuggingFaceTokenizer only)"
+            f"--tokenizer-type {args.tokenizer_type} is not supported by autoexp's trainer "
+            "(HuggingFaceTokenizer only)"
         )
     if args.tokenizer_model is None:
         raise ArgumentError("--tokenizer-model is required")

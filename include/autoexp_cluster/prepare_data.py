@@ -34,7 +34,9 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int, out_dir: Path) -> Non
         show_progress=False,
     )
     tok.train_from_iterator(lines, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOD, eos_token=EOD, unk_token=EOD, pad_token=PAD)
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=tok, bos_token=EOD, eos_token=EOD, unk_token=EOD, pad_token=PAD
+    )
     fast.save_pretrained(str(out_dir))
 
 
@@ -69,7 +71,8 @@ def read_text_files(paths: Sequence[Path]) -> list[str]:
                 try:
                     docs.append(str(json.loads(line)["text"]))
                 except (ValueError, KeyError) as exc:
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object with a 'text' key ({exc})") from exc
+                    msg = f"{path}:{lineno}: expected a JSON object with a 'text' key ({exc})"
+                    raise ValueError(msg) from exc
             else:
                 docs.append(line)
     return docs
@@ -90,8 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog="python -m autoexp_cluster.prepare_data", description=__doc__)
     p.add_argument("--output", type=Path, required=True, help="folder for tokenizer/ and the .bin/.idx")
-    p.add_argument("--input", type=Path, nargs="*", default=[], help=".txt (one doc per line) or .jsonl files; "
-                   "default: the deterministic demo corpus")
+    p.add_argument(
+        "--input",
+        type=Path,
+        nargs="*",
+        default=[],
+        help=".txt (one doc per line) or .jsonl files; default: the deterministic demo corpus",
+    )
     p.add_argument("--docs", type=int, default=4000, help="demo corpus size (documents)")
     p.add_argument("--seed", type=int, default=0, help="demo corpus seed")
     p.add_argument("--vocab-size", type=int, default=384)

@@ -58,8 +58,12 @@ def init_runtime(args: argparse.Namespace) -> Runtime:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     backend = "nccl" if use_cuda else "gloo"
     if args.distributed_backend != backend:
-        log.info("using %s instead of --distributed-backend %s (CUDA available: %s)",
-                 backend, args.distributed_backend, use_cuda)
+        log.info(
+            "using %s instead of --distributed-backend %s (CUDA available: %s)",
+            backend,
+            args.distributed_backend,
+            use_cuda,
+        )
     if use_cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
@@ -67,7 +71,7 @@ def init_runtime(args: argparse.Namespace) -> Runtime:
             dist.init_process_group(backend, rank=rank, world_size=world)
         else:
             # A private store: no TCP port, so concurrent single-process runs never collide.
-            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+            dist.init_process_group(backend, store=dist.HashStore()  # type: ignore[attr-defined], rank=0, world_size=1)
             rank, world = 0, 1
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1)
@@ -82,7 +86,8 @@ def init_runtime(args: argparse.Namespace) -> Runtime:
 
 def build_optimizer(model: torch.nn.Module, args: argparse.Namespace) -> torch.optim.Optimizer:
     """AdamW with Megatron-LM's parameter groups: no weight decay on biases and 1-D (norm) params."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -107,7 +112,7 @@ def build_scheduler(opt: torch.optim.Optimizer, args: argparse.Namespace) -> Any
 
     gbs = args.global_batch_size
     return OptimizerParamScheduler(
-        opt,  # type: ignore[arg-type]
+        opt,
         init_lr=args.lr_warmup_init,
         max_lr=args.lr,
         min_lr=args.min_lr,
@@ -176,7 +181,8 @@ class Trainer:
         with _autocast(self.args, self.rt):
             per_token = self.model(batch["tokens"], batch["position_ids"], self.mask, labels=batch["labels"])
         mask = batch["loss_mask"].float()
-        return (per_token.float() * mask).sum() / mask.sum().clamp(min=1.0)
+        loss: torch.Tensor = (per_token.float() * mask).sum() / mask.sum().clamp(min=1.0)
+        return loss
 
     def train_step(self) -> tuple[float, float]:
         """Forward/backward over the global batch, clip, AdamW step, scheduler step."""
@@ -238,7 +244,10 @@ class Trainer:
 
     def log_validation(self, loss: float) -> None:
         ppl = math.exp(min(20.0, loss))
-        line = f" validation loss at iteration {self.iteration} | lm loss value: {loss:.6E} | lm loss PPL: {ppl:.6E} | "
+        line = (
+            f" validation loss at iteration {self.iteration} | lm loss value: {loss:.6E} |"
+            f" lm loss PPL: {ppl:.6E} | "
+        )
         _print(self.rt, "-" * len(line))
         _print(self.rt, line)
         _print(self.rt, "-" * len(line))
@@ -252,26 +261,40 @@ class Trainer:
             return
         t0 = time.perf_counter()
         path = save_checkpoint(
-            Path(self.args.save), self.iteration, self.model, self.opt, self.scheduler, self.args,
+            Path(self.args.save),
+            self.iteration,
+            self.model,
+            self.opt,
+            self.scheduler,
+            self.args,
             self.args.ckpt_format,
         )
         self.last_saved = self.iteration
-        _print(self.rt, f"  successfully saved checkpoint from iteration {self.iteration:7d} to {path} "
-                        f"[ t {time.perf_counter() - t0:.2f}s ]")
+        _print(
+            self.rt,
+            f"  successfully saved checkpoint from iteration {self.iteration:7d} to {path} "
+            f"[ t {time.perf_counter() - t0:.2f}s ]",
+        )
 
     def load(self) -> None:
         if not self.args.load:
             return
         loaded = load_checkpoint(Path(self.args.load), self.model, self.opt, self.scheduler, self.args)
         if loaded is None:
-            _print(self.rt, f"WARNING: could not find the metadata file {self.args.load}/latest_checkpointed_iteration.txt")
+            tracker = Path(self.args.load) / "latest_checkpointed_iteration.txt"
+            _print(self.rt, f"WARNING: could not find the metadata file {tracker}")
             _print(self.rt, "    will not load any checkpoints and will start from random")
             return
         self.iteration = loaded.iteration
         self.last_saved = loaded.iteration if Path(self.args.load) == Path(self.args.save or "") else None
         # Validation resumes where an uninterrupted run would be.
-        self.valid_consumed = (self.iteration // self.args.eval_interval) * self.args.eval_iters * self.args.global_batch_size
-        _print(self.rt, f"  successfully loaded checkpoint from {loaded.path} [ t 1/1, p 1/1 ] at iteration {self.iteration}")
+        evals_done = self.iteration // self.args.eval_interval
+        self.valid_consumed = evals_done * self.args.eval_iters * self.args.global_batch_size
+        _print(
+            self.rt,
+            f"  successfully loaded checkpoint from {loaded.path} [ t 1/1, p 1/1 ]"
+            f" at iteration {self.iteration}",
+        )
 
     # ---- the loop -------------------------------------------------------------------------
     def train(self) -> int:
@@ -299,7 +322,10 @@ class Trainer:
             stop = None
             if rt.stop_signal:
                 stop = f"exiting program after receiving signal {rt.stop_signal[0]}."
-            elif args.exit_duration_in_mins is not None and (time.monotonic() - started) / 60 > args.exit_duration_in_mins:
+            elif (
+                args.exit_duration_in_mins is not None
+                and (time.monotonic() - started) / 60 > args.exit_duration_in_mins
+            ):
                 stop = f"exiting program after {args.exit_duration_in_mins} minutes"
             elif args.exit_interval and self.iteration % args.exit_interval == 0:
                 stop = f"exiting program at iteration {self.iteration}"
@@ -317,8 +343,9 @@ class Trainer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: ``python train.py <megatron args>`` or under torchrun."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stdout)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
+    )
     warnings.filterwarnings("ignore", message=".*(Transformer Engine|Apex|APEX).*")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     try:
