@@ -1,0 +1,7 @@
+"""One DAG per experiment of every campaign config ($AUTOEXP_CONFIGS, default: config/*.yaml)."""
+
+from pathlib import Path
+
+from autoexp.experiment.factory import config_paths, register
+
+register(globals(), config_paths(Path(__file__).resolve().parent.parent / "config"))

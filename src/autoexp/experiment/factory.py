@@ -1,0 +1,343 @@
+"""DAG factory: config -> planned experiments -> one Airflow DAG each (the only module that builds DAGs)."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import posixpath
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, TaskGroup, task, task_group
+
+from autoexp.experiment import commands, tasks
+from autoexp.experiment.docs import doc_md
+from autoexp.experiment.notify import CampaignNotifier
+from autoexp.experiment.operators import CampaignSlurmOperator, CheckpointIterationSensor
+from autoexp.experiment.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, plan_campaign
+from autoexp.experiment.report import param_count
+from autoexp.experiment.settings import AirflowSettings, SettingsError, parse_settings
+
+log = logging.getLogger(__name__)
+CONFIGS_ENV = "AUTOEXP_CONFIGS"
+
+
+class CampaignConfigError(Exception):
+    """Raised by a broken config's placeholder DAG at validation; Airflow shows it as an import error."""
+
+
+class BrokenConfigDag(DAG):
+    """Stands in for the DAGs of a config that failed to load.
+
+    Airflow bags the DAGs of a file one by one and records an import error for each DAG whose
+    ``validate()`` raises; so a broken config shows its one-line error in the UI while the DAGs of
+    the other configs in the same file are still registered.
+    """
+
+    def validate(self) -> None:
+        raise CampaignConfigError(self.description or "broken config")
+
+
+def _format(template: str, job: JobLike, what: str) -> str:
+    try:
+        return template.format_map(dict(job.params))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise PlanError(f"{job.name}: airflow.{what}: cannot fill {template!r}: {exc!r}") from None
+
+
+def _stem(path: str) -> str:
+    base = posixpath.basename(path)
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def _train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
+    """Done = the tracker reached TRAIN_ITERS, and the YAML's own check where it still works."""
+    checks = [commands.tracker_reached(phase.checkpoint_dir, phase.train_iters)]
+    notes: list[str] = []
+    cmd = phase.train.termination_cmd
+    if cmd and phase.train.output_file and phase.train.output_file in cmd:
+        # The operator keeps one log per attempt, so a grep of the shared output_file would never match.
+        notes.append(
+            f"{phase.key}: termination_cmd greps {phase.train.output_file}; replaced by the checkpoint "
+            f"tracker reaching {phase.train_iters} (logs are per attempt)"
+        )
+    elif cmd:
+        checks.append(cmd)
+    if phase.convert is not None and phase.convert.start_condition_cmd:
+        notes.append(
+            f"{phase.key}: CONVERT_EVAL start_condition_cmd is replaced by a checkpoint sensor per iteration"
+        )
+    return commands.all_say_one(checks), notes
+
+
+def _checkpoint_group(
+    phase: PhasePlan, settings: AirflowSettings, script_path: str, remote_dir: str, poll: float
+) -> Any:
+    """Mapped task group: one instance per expected iteration, wait for the checkpoint, then convert+eval."""
+    assert phase.convert is not None
+    out_dir = posixpath.dirname(phase.convert.output_file) or phase.run_dir
+    out_stem = _stem(phase.convert.output_file) or "convert"
+
+    @task_group(group_id="checkpoints")
+    def checkpoints(iteration: int, environment: dict[str, str], completion: str, output_path: str) -> None:
+        wait = CheckpointIterationSensor(
+            task_id="wait",
+            ssh_conn_id=settings.ssh_conn_id,
+            checkpoint_dir=phase.checkpoint_dir,
+            iteration=iteration,
+            poll_interval=poll,
+            settle_seconds=settings.checkpoint_settle_secs,
+            deferrable=True,
+        )
+        convert = CampaignSlurmOperator(
+            task_id="convert_eval",
+            ssh_conn_id=settings.ssh_conn_id,
+            script_path=script_path,
+            remote_dir=remote_dir,
+            environment=environment,
+            completion_command=completion,
+            output_path=output_path,
+            max_attempts=settings.max_attempts,
+            max_attempts_without_progress=settings.max_attempts_without_progress,
+            poll_interval=poll,
+            pool=settings.pool_name,
+        )
+        wait >> convert
+
+    return checkpoints.expand_kwargs(
+        [
+            {
+                "iteration": it,
+                "environment": {"CKPT_ITER": str(it)},
+                "completion": commands.marker_exists(phase.run_dir, it),
+                "output_path": f"{out_dir}/{out_stem}-iter{it}-%j.out",
+            }
+            for it in phase.checkpoints
+        ]
+    )
+
+
+def _phase_tasks(
+    phase: PhasePlan,
+    plan: ExperimentPlan,
+    settings: AirflowSettings,
+    scripts: Mapping[str, str],
+    remote_dir: str,
+) -> tuple[Any, list[Any], list[str]]:
+    """Gate, branch wait, start condition, training, mapped conversion -> (group, last tasks, notes)."""
+    poll = settings.poll_interval_secs or float(phase.train.check_interval_secs)
+    with TaskGroup(group_id=phase.key) as group:
+        gate = task.short_circuit(task_id="enabled", ignore_downstream_trigger_rules=False)(
+            tasks.phase_enabled
+        )(phase=phase.key)
+        head: Any = gate
+        if phase.branch is not None and not phase.from_scratch:
+            wait = CheckpointIterationSensor(
+                task_id="wait_branch_checkpoint",
+                ssh_conn_id=settings.ssh_conn_id,
+                checkpoint_dir=plan.pretrain.checkpoint_dir,
+                iteration=phase.start_iter,
+                poll_interval=poll,
+                settle_seconds=settings.checkpoint_settle_secs,
+                deferrable=True,
+            )
+            head >> wait
+            head = wait
+        if phase.train.start_condition_cmd:
+            cond = task(task_id="start_condition")(tasks.start_condition)(
+                ssh_conn_id=settings.ssh_conn_id,
+                command=phase.train.start_condition_cmd,
+                job=phase.train.name,
+            )
+            head >> cond
+            head = cond
+        completion, notes = _train_completion(phase)
+        out = phase.train.output_file
+        train = CampaignSlurmOperator(
+            task_id="train",
+            ssh_conn_id=settings.ssh_conn_id,
+            script_path=scripts[phase.train.name],
+            remote_dir=remote_dir,
+            output_path=f"{posixpath.dirname(out) or phase.run_dir}/{_stem(out) or 'train'}-%j.out",
+            completion_regex=phase.train.termination_str or None,
+            completion_command=completion,
+            progress_command=commands.tracker_value(phase.checkpoint_dir),
+            max_attempts=settings.max_attempts,
+            max_attempts_without_progress=settings.max_attempts_without_progress,
+            poll_interval=poll,
+            pool=settings.pool_name,
+        )
+        head >> train
+        last: list[Any] = [train]
+        if phase.convert is not None:
+            mapped = _checkpoint_group(phase, settings, scripts[phase.convert.name], remote_dir, poll)
+            head >> mapped
+            last.append(mapped)
+    return group, last, notes
+
+
+def _report_phases(plan: ExperimentPlan) -> list[dict[str, Any]]:
+    count = param_count(plan.pretrain.train.params)
+    return [
+        {
+            "key": p.key,
+            "branch": p.branch,
+            "train_task": f"{p.key}.train",
+            "checkpoints": list(p.checkpoints),
+            "results": p.run_dir.replace("{", "{{").replace("}", "}}")
+            + "/eval_results/iter_{iteration}/results.json",
+            "tokens_per_iter": p.tokens_per_iter,
+            "param_count": count,
+        }
+        for p in plan.phases
+        if p.convert is not None
+    ]
+
+
+def materialize(plan: ExperimentPlan, settings: AirflowSettings, config_path: Path, digest: str) -> DAG:
+    """Build the DAG of one planned experiment."""
+    remote_dir = _format(settings.remote_dir, plan.pretrain.train, "remote_dir").rstrip("/")
+    scripts: dict[str, str] = {}
+    copies: dict[str, str] = {}
+    for phase in plan.phases:
+        for job in (phase.train, phase.convert):
+            if job is not None:
+                scripts[job.name] = f"{remote_dir}/scripts/{job.name}.sbatch"
+                log_dir = posixpath.dirname(job.output_file)
+                copies[job.name] = f"{log_dir}/{job.name}.sbatch" if log_dir else ""
+    notifier = CampaignNotifier(
+        kind=settings.notify.kind,
+        experiment=plan.name,
+        path=settings.notify.path,
+        to=settings.notify.to,
+        conn_id=settings.notify.conn_id,
+    )
+    keys = [p.key for p in plan.phases]
+    all_notes: list[str] = []
+    with DAG(
+        dag_id=plan.dag_id,
+        schedule=settings.schedule,
+        start_date=datetime.fromisoformat(settings.start_date),
+        catchup=False,
+        max_active_runs=1,
+        tags=list(settings.tags),
+        is_paused_upon_creation=settings.paused,
+        default_args={
+            "owner": settings.owner,
+            "retries": settings.retries,
+            "retry_delay": timedelta(seconds=settings.retry_delay_secs),
+            "on_failure_callback": notifier,
+        },
+        params={
+            "phases": Param(
+                keys,
+                type="array",
+                items={"type": "string", "enum": keys},
+                description="phases to run (others are skipped)",
+            ),
+            "dry_run": Param(False, type="boolean", description="render and log the scripts, submit nothing"),
+            "max_attempts": Param(
+                settings.max_attempts, type="integer", minimum=1, description="Slurm submissions per task try"
+            ),
+        },
+        description=f"{plan.name}: {len(plan.cooldowns)} cooldown branches, {config_path.name}",
+    ) as dag:
+        stage = task(task_id="stage")(_stage_entry)(
+            config_path=str(config_path),
+            expected_hash=digest,
+            scripts=scripts,
+            copies=copies,
+            helpers_dir=str(tasks.HELPERS_DIR),
+            ssh_conn_id=settings.ssh_conn_id,
+        )
+        ends: list[Any] = []
+        for phase in plan.phases:
+            group, last, notes = _phase_tasks(phase, plan, settings, scripts, remote_dir)
+            all_notes += notes
+            stage >> group
+            ends += last
+        report = task(
+            task_id="report",
+            trigger_rule="none_failed",
+            outlets=[
+                Asset(
+                    name=f"autoexp.{plan.dag_id}.eval_results",
+                    uri=f"slurm://{settings.ssh_conn_id}{plan.pretrain.run_dir}/eval_results",
+                )
+            ],
+        )(_report_entry)(
+            ssh_conn_id=settings.ssh_conn_id,
+            experiment=plan.name,
+            phases=_report_phases(plan),
+            out_dir=f"{plan.pretrain.run_dir}/report",
+        )
+        ends >> report
+    dag.doc_md = doc_md(plan, str(config_path), digest, all_notes)
+    return dag
+
+
+def _stage_entry(**kwargs: Any) -> dict[str, str]:
+    from airflow.sdk import get_current_context
+
+    return tasks.stage(context=get_current_context(), **kwargs)
+
+
+def _report_entry(**kwargs: Any) -> dict[str, Any]:
+    from airflow.sdk import get_current_context
+
+    return tasks.build_report(context=get_current_context(), **kwargs)
+
+
+def _plain(raw: Any) -> Any:
+    if raw is None or isinstance(raw, Mapping):
+        return raw
+    from autoexp.config.yamlio import to_plain
+
+    return to_plain(raw)
+
+
+def build_dags(config_path: str | Path, overrides: Sequence[str] = ()) -> list[DAG]:
+    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError."""
+    from autoexp.config import expand, load_config
+
+    path = Path(config_path)
+    config = load_config(path, overrides)
+    settings = parse_settings(_plain(config.airflow), path)
+    plans = plan_campaign(expand(config), settings)
+    digest = tasks.config_hash(path)
+    return [materialize(plan, settings, path, digest) for plan in plans]
+
+
+def config_paths(default_dir: Path, env: Mapping[str, str] | None = None) -> list[Path]:
+    """Configs to build: ``$AUTOEXP_CONFIGS`` (os.pathsep-separated paths or globs), else dir/*.yaml."""
+    spec = (env if env is not None else os.environ).get(CONFIGS_ENV, "")
+    patterns: Iterable[str] = [p for p in spec.split(os.pathsep) if p] or [str(default_dir / "*.yaml")]
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) or [pattern]  # a missing file is reported, not skipped
+        found += [Path(m) for m in matches]
+    return found
+
+
+def register(namespace: MutableMapping[str, Any], paths: Sequence[Path]) -> list[str]:
+    """Put every config's DAGs into a DAG file's globals; a broken config becomes an import error only."""
+    from autoexp.config import ConfigError
+
+    ids: list[str] = []
+    for path in paths:
+        try:
+            dags = build_dags(path)
+        except (ConfigError, SettingsError, PlanError, OSError) as exc:
+            message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
+            namespace[f"broken_{_stem(str(path))}"] = BrokenConfigDag(
+                dag_id=f"autoexp_broken_config_{_stem(str(path))}", description=message, schedule=None
+            )
+            log.error("%s", message)
+            continue
+        for dag in dags:
+            namespace[dag.dag_id] = dag
+            ids.append(dag.dag_id)
+    return ids

@@ -1,0 +1,156 @@
+"""Task-time callables of a campaign DAG (stage scripts, branch start, report); run on Airflow workers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowException
+
+from autoexp.experiment import report as rep
+
+log = logging.getLogger(__name__)
+HELPERS_DIR = Path(__file__).resolve().parents[3] / "include" / "helpers"
+
+
+def config_hash(path: Path) -> str:
+    """Short content hash of a config file: shown in doc_md, checked again when the run stages."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def _hook(ssh_conn_id: str) -> Any:
+    from slurm_operator.hooks import SlurmHook
+
+    return SlurmHook(ssh_conn_id)
+
+
+def stage(
+    *,
+    config_path: str,
+    expected_hash: str,
+    scripts: Mapping[str, str],
+    copies: Mapping[str, str],
+    helpers_dir: str,
+    ssh_conn_id: str,
+    context: Context,
+) -> dict[str, str]:
+    """Render each job's sbatch script and upload it (plus the helpers); a dry run only renders and logs.
+
+    Idempotent: the same config renders the same bytes, and writes are atomic renames.
+    """
+    from autoexp.config import expand, load_config, render
+
+    path = Path(config_path)
+    if config_hash(path) != expected_hash:
+        raise AirflowException(
+            f"{config_path} changed since this DAG was parsed (hash {expected_hash}); wait for the "
+            "DAG processor to re-parse it, then clear this task"
+        )
+    jobs = {job.name: job for job in expand(load_config(path))}
+    missing = sorted(set(scripts) - set(jobs))
+    if missing:
+        raise AirflowException(f"{config_path}: jobs {', '.join(missing)} are no longer in the config")
+    dry = bool(context["params"].get("dry_run"))
+    hook = None if dry else _hook(ssh_conn_id)
+    staged: dict[str, str] = {}
+    for name, remote in scripts.items():
+        text = render(jobs[name])
+        if hook is None:
+            log.info("dry run: %s would be staged at %s:\n%s", name, remote, text)
+            continue
+        hook.write_text(remote, text)
+        if copies.get(name) and copies[name] != remote:
+            hook.write_text(copies[name], text)
+        staged[name] = remote
+        log.info("staged %s -> %s", name, remote)
+    if hook is not None:
+        for helper in sorted(Path(helpers_dir).glob("*.sh")):
+            target = f"{next(iter(scripts.values())).rsplit('/', 1)[0]}/helpers/{helper.name}"
+            hook.upload_file(str(helper), target)
+            hook.run(f"chmod +x {shlex.quote(target)}")
+    return staged
+
+
+def phase_enabled(*, phase: str) -> bool:
+    """Short-circuit gate: the phase is in the run's ``phases`` Param and the run is not a dry run."""
+    from airflow.sdk import get_current_context
+
+    params = get_current_context()["params"]
+    if params.get("dry_run"):
+        log.info("dry run: %s is skipped", phase)
+        return False
+    selected = params.get("phases") or []
+    if phase not in selected:
+        log.info("%s is not in this run's phases %s: skipped", phase, selected)
+        return False
+    return True
+
+
+def start_condition(*, ssh_conn_id: str, command: str, job: str) -> str:
+    """Run the YAML's ``start_condition_cmd`` as given (e.g. the idempotent cooldown_helper link step)."""
+    result = _hook(ssh_conn_id).run(command)
+    out = result.stdout.strip()
+    log.info("start condition of %s: exit %s, output %r", job, result.exit_status, out)
+    if result.exit_status != 0 or out != "1":
+        raise AirflowException(
+            f"start condition of {job} is not met (exit {result.exit_status}, printed {out[-200:]!r}, "
+            f"expected 1): {command}"
+        )
+    return str(out)
+
+
+def _train_log(hook: Any, attempts: Sequence[Mapping[str, Any]] | None) -> str:
+    texts = []
+    for attempt in attempts or []:
+        try:
+            texts.append(hook.read_text(str(attempt["log_path"])))
+        except Exception as exc:  # a purged log loses its losses, never the report
+            log.warning("cannot read %s: %s", attempt.get("log_path"), exc)
+    return "\n".join(texts)
+
+
+def build_report(
+    *, ssh_conn_id: str, experiment: str, phases: Sequence[Mapping[str, Any]], out_dir: str, context: Context
+) -> dict[str, Any]:
+    """Collect results.json and training losses of every checkpoint; write table and plots to out_dir."""
+    hook = _hook(ssh_conn_id)
+    ti = context["ti"]
+    rows: list[dict[str, Any]] = []
+    for phase in phases:
+        attempts = ti.xcom_pull(task_ids=phase["train_task"]) if phase["train_task"] else None
+        losses = rep.losses_from_log(_train_log(hook, attempts))
+        for iteration in phase["checkpoints"]:
+            results = None
+            try:
+                results = json.loads(hook.read_text(phase["results"].format(iteration=iteration)))
+            except Exception as exc:  # a missing result is a gap in the table, reported below
+                log.warning("%s iteration %s: no results (%s)", phase["key"], iteration, exc)
+            rows.append(
+                rep.row(
+                    phase["key"],
+                    phase["branch"],
+                    iteration,
+                    phase["tokens_per_iter"],
+                    phase["param_count"],
+                    losses,
+                    results,
+                )
+            )
+    log.info("report of %s:\n%s", experiment, rep.to_text(rows))
+    with tempfile.TemporaryDirectory(prefix="autoexp-report-") as tmp:
+        local = Path(tmp)
+        files = [*rep.write_tables(rows, local), *rep.plot(rows, local, experiment)]
+        remote = []
+        for f in files:
+            target = f"{out_dir.rstrip('/')}/{f.name}"
+            hook.upload_file(str(f), target)
+            remote.append(target)
+    log.info("report files: %s", ", ".join(remote))
+    return {"rows": len(rows), "files": remote, "missing_results": sum(r["score"] is None for r in rows)}
