@@ -1,0 +1,441 @@
+"""SlurmOperator: submit an sbatch script over SSH, defer while it runs, resubmit by policy."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from slurm_operator import events, naming
+from slurm_operator.completion import (
+    Attempt,
+    Verdict,
+    completion_command_says_done,
+    completion_regex_matches,
+    decide,
+)
+from slurm_operator.events import EventSchemaError, SlurmEvent
+from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.hooks import SlurmHook
+from slurm_operator.records import JobRecord
+from slurm_operator.states import ACTIVE_STATES, TERMINAL_STATES, SlurmState
+from slurm_operator.triggers import SlurmJobTrigger
+
+STATE_KEY = "slurm_operator"  # task_state_store key; renaming it breaks re-attach of in-flight tasks
+XCOM_JOB_ID = "slurm_job_id"
+_TAIL_BYTES = 256 * 1024
+_TAIL_LINES = 20
+
+CompletionCheck = Callable[[SlurmHook, Attempt], bool]
+
+
+class SlurmOperator(BaseOperator):
+    """Run one sbatch script to completion on a Slurm cluster reached over SSH.
+
+    :param ssh_conn_id: Airflow SSH connection of the login node.
+    :param script: the sbatch script text (already rendered; not Jinja-templated, since bash's
+        ``${#a[@]}`` would read as a Jinja comment); or
+    :param script_path: path of the script on the cluster. Either way one copy per attempt is
+        uploaded under ``remote_dir/scripts/`` and submitted.
+    :param remote_dir: cluster folder for the per-attempt logs and scripts.
+    :param sbatch_args: extra sbatch options (``--time=1`` ...), each quoted by the hook.
+    :param environment: variables exported to the job at submit time.
+    :param job_name: Slurm job name; default: deterministic from dag, task, map index and run.
+    :param output_path: ``--output`` pattern, must contain ``%j`` so attempts keep their own log.
+    :param completion_regex: a COMPLETED job is done only if this regex is in its log tail
+        (Megatron's ``after training is done``); otherwise it is resubmitted.
+    :param completion_command: remote command printing 1 when done (AutoExperiment's termination_cmd).
+    :param completion_check: callable ``(hook, attempt) -> bool``, same meaning.
+    :param progress_command: remote command whose output changes when the job makes progress (e.g.
+        ``cat ckpt/latest_checkpointed_iteration.txt``); enables ``max_attempts_without_progress``.
+    :param max_attempts: submissions per task try, in total.
+    :param max_attempts_without_progress: consecutive attempts without progress before giving up.
+    :param poll_interval: seconds between state polls (batched per cluster in the triggerer).
+    :param deferrable: wait in the triggerer (default) or poll in the worker.
+    :param stream_logs: relay new job log lines into the task log as ``[slurm <id>] ...``.
+    :param failure_budget: seconds the cluster may be unreachable before the wait gives up (the
+        job keeps running; the task's retry re-attaches to it).
+    """
+
+    template_fields: Sequence[str] = (
+        "script_path",
+        "remote_dir",
+        "sbatch_args",
+        "environment",
+        "job_name",
+        "output_path",
+        "completion_regex",
+        "completion_command",
+        "progress_command",
+    )
+    ui_color = "#c7e9c0"
+
+    def __init__(
+        self,
+        *,
+        ssh_conn_id: str,
+        remote_dir: str,
+        script: str | None = None,
+        script_path: str | None = None,
+        sbatch_args: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+        job_name: str | None = None,
+        output_path: str | None = None,
+        completion_regex: str | None = None,
+        completion_command: str | None = None,
+        completion_check: CompletionCheck | None = None,
+        progress_command: str | None = None,
+        max_attempts: int = 10,
+        max_attempts_without_progress: int = 3,
+        poll_interval: float = 60,
+        deferrable: bool = True,
+        stream_logs: bool = True,
+        failure_budget: float = 1800,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ssh_conn_id = ssh_conn_id
+        self.remote_dir = remote_dir
+        self.script = script
+        self.script_path = script_path
+        self.sbatch_args = list(sbatch_args)
+        self.environment = dict(environment) if environment else None
+        self.job_name = job_name
+        self.output_path = output_path
+        self.completion_regex = completion_regex
+        self.completion_command = completion_command
+        self.completion_check = completion_check
+        self.progress_command = progress_command
+        self.max_attempts = max_attempts
+        self.max_attempts_without_progress = max_attempts_without_progress
+        self.poll_interval = poll_interval
+        self.deferrable = deferrable
+        self.stream_logs = stream_logs
+        self.failure_budget = failure_budget
+        self._job_id: str | None = None
+
+    # ----------------------------------------------------------------------------------- entry points
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        """Re-attach to this task instance's job if one runs, else submit; then wait."""
+        self._validate()
+        hook = self._hook()
+        carry = self._recover(context, hook)
+        if carry is None:
+            carry = self._new_carry(context, hook)
+            self._submit(context, hook, carry)
+        elif carry.pop("_ended", None):
+            return self._after_end(context, hook, carry)
+        return self._wait(context, hook, carry)
+
+    def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[dict[str, Any]]:
+        """Resume after the trigger fired; everything needed comes from the event (dag.test drops kwargs)."""
+        try:
+            ev = SlurmEvent.from_payload(event)
+        except EventSchemaError as exc:
+            raise AirflowException(f"task {self.task_id}: malformed trigger event: {exc}") from None
+        carry = ev.carry
+        if not carry.get("attempts"):
+            raise AirflowException(f"task {self.task_id}: trigger event has no attempt record: {ev.message}")
+        hook = self._hook()
+        current = Attempt.from_dict(carry["attempts"][-1])
+        self._job_id = current.job_id
+        if ev.status == events.ERROR:
+            # The job itself may be fine; the retry re-attaches to it through the recorded job id.
+            raise AirflowException(f"Slurm job {current.job_id} ({current.log_path}): {ev.message}")
+        if ev.status == events.PROGRESS:
+            self._relay(current.job_id, ev.log_chunk)
+            carry["log_offset"] = ev.log_offset
+            return self._wait(context, hook, carry)
+        if ev.record is None:
+            raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
+        self._finish_attempt(carry, JobRecord.from_dict(ev.record))
+        return self._after_end(context, hook, carry)
+
+    def on_kill(self) -> None:
+        """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
+        if self._job_id is None:
+            return
+        self.log.info("on_kill: scancel %s", self._job_id)
+        try:
+            self._hook().cancel(self._job_id)
+        except SlurmError as exc:
+            self.log.error("could not cancel Slurm job %s: %s", self._job_id, exc)
+
+    # ----------------------------------------------------------------------------------- helpers
+    def _hook(self) -> SlurmHook:
+        return SlurmHook(self.ssh_conn_id)
+
+    def _validate(self) -> None:
+        if (self.script is None) == (self.script_path is None):
+            raise AirflowException(f"task {self.task_id}: give exactly one of script or script_path")
+        if not self.remote_dir or not self.remote_dir.startswith("/"):
+            raise AirflowException(
+                f"task {self.task_id}: remote_dir must be an absolute path, got {self.remote_dir!r}"
+            )
+        if self.output_path is not None and "%j" not in self.output_path:
+            raise AirflowException(
+                f"task {self.task_id}: output_path {self.output_path!r} must contain %j (one log per attempt)"
+            )
+        if self.completion_regex is not None:
+            try:
+                re.compile(self.completion_regex)
+            except re.error as exc:
+                raise AirflowException(
+                    f"task {self.task_id}: completion_regex {self.completion_regex!r}: {exc}"
+                ) from None
+        if self.max_attempts < 1 or self.max_attempts_without_progress < 1:
+            raise AirflowException(
+                f"task {self.task_id}: max_attempts and max_attempts_without_progress must be >= 1"
+            )
+        for arg in self.sbatch_args:
+            if arg.startswith(("--job-name", "-J", "--output", "-o")):
+                raise AirflowException(
+                    f"task {self.task_id}: sbatch_args {arg!r}: set job_name / output_path instead"
+                )
+
+    def _name(self, context: Context) -> str:
+        if self.job_name:
+            return naming.sanitize(self.job_name)
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        return naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
+
+    def _new_carry(self, context: Context, hook: SlurmHook) -> dict[str, Any]:
+        baseline = self._progress(hook) if self.progress_command else None
+        return {"name": self._name(context), "attempts": [], "baseline": baseline, "log_offset": 0}
+
+    def _output_pattern(self, name: str) -> str:
+        return self.output_path or naming.attempt_output_path(self.remote_dir, name)
+
+    def _recover(self, context: Context, hook: SlurmHook) -> dict[str, Any] | None:
+        """Find this task instance's job from an earlier try: recorded id first, then active name."""
+        name = self._name(context)
+        stored = _state_get(context)
+        if isinstance(stored, dict) and stored.get("attempts") and stored.get("name") == name:
+            last = Attempt.from_dict(stored["attempts"][-1])
+            if SlurmState.parse(last.state) not in TERMINAL_STATES:
+                record = hook.job_states([last.job_id]).records.get(last.job_id)
+                if record is not None and record.state in ACTIVE_STATES:
+                    self.log.info(
+                        "re-attaching to recorded Slurm job %s (%s)", last.job_id, record.state.value
+                    )
+                    self._job_id = last.job_id
+                    return stored
+                if record is not None and record.state in TERMINAL_STATES:
+                    # The previous try died after the job ended but before judging it: judge it now.
+                    self.log.info("recorded Slurm job %s already ended %s", last.job_id, record.state.value)
+                    self._job_id = last.job_id
+                    self._finish_attempt(stored, record)
+                    stored["_ended"] = True
+                    return stored
+        active = hook.find_active_jobs(name)
+        if not active:
+            return None
+        if len(active) > 1:
+            self.log.warning(
+                "%d active jobs named %s: %s; attaching to the newest",
+                len(active),
+                name,
+                ", ".join(r.job_id for r in active),
+            )
+        record = max(active, key=lambda r: int(re.sub(r"\D.*", "", r.job_id) or 0))
+        self.log.info(
+            "re-attaching to active Slurm job %s named %s (%s)", record.job_id, name, record.state.value
+        )
+        carry = self._new_carry(context, hook)
+        log_path = naming.resolve_output_path(self._output_pattern(name), record.job_id, name)
+        carry["attempts"].append(
+            Attempt(1, record.job_id, log_path, "", state=record.state.value, reattached=True).to_dict()
+        )
+        self._record(context, carry)
+        self._job_id = record.job_id
+        return carry
+
+    def _submit(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> None:
+        name = carry["name"]
+        number = len(carry["attempts"]) + 1
+        text = self.script if self.script is not None else hook.read_text(str(self.script_path))
+        script_copy = naming.attempt_script_path(self.remote_dir, name, number)
+        pattern = self._output_pattern(name)
+        args = [*self.sbatch_args, f"--job-name={name}", f"--output={pattern}"]
+        try:
+            job_id = hook.submit(
+                script=text, upload_to=script_copy, sbatch_args=args, environment=self.environment
+            )
+        except SlurmError as exc:
+            raise AirflowException(f"task {self.task_id}: sbatch of {script_copy} failed: {exc}") from None
+        self._job_id = job_id
+        log_path = naming.resolve_output_path(pattern, job_id, name)
+        carry["attempts"].append(Attempt(number, job_id, log_path, script_copy).to_dict())
+        carry["log_offset"] = 0
+        # Recorded before anything else can fail, so a rebuilt operator can cancel or re-attach.
+        self._record(context, carry)
+        self.log.info("submitted attempt %d as Slurm job %s, log %s", number, job_id, log_path)
+
+    def _record(self, context: Context, carry: dict[str, Any]) -> None:
+        job_id = carry["attempts"][-1]["job_id"]
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        _state_set(context, carry)
+
+    def _wait(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> list[dict[str, Any]]:
+        current = Attempt.from_dict(carry["attempts"][-1])
+        if self.deferrable:
+            self.defer(
+                trigger=SlurmJobTrigger(
+                    ssh_conn_id=self.ssh_conn_id,
+                    job_id=current.job_id,
+                    poll_interval=self.poll_interval,
+                    log_path=current.log_path,
+                    log_offset=int(carry.get("log_offset", 0)),
+                    stream_logs=self.stream_logs,
+                    failure_budget=self.failure_budget,
+                    carry=carry,
+                ),
+                method_name="execute_complete",
+            )
+        record = self._poll_until_done(hook, current, carry)
+        self._finish_attempt(carry, record)
+        return self._after_end(context, hook, carry)
+
+    def _poll_until_done(self, hook: SlurmHook, current: Attempt, carry: dict[str, Any]) -> JobRecord:
+        """deferrable=False: poll in the worker, relaying the log the same way the trigger does."""
+        deadline_missing = 0
+        last_ok = time.monotonic()
+        while True:
+            try:
+                record = hook.job_states([current.job_id]).records.get(current.job_id)
+                last_ok = time.monotonic()
+            except SlurmError as exc:
+                if time.monotonic() - last_ok > self.failure_budget:
+                    raise AirflowException(
+                        f"Slurm job {current.job_id}: no answer from the cluster: {exc}"
+                    ) from None
+                self.log.warning("poll of Slurm job %s failed, will retry: %s", current.job_id, exc)
+                record = None
+            if record is not None and record.state is not SlurmState.PENDING and self.stream_logs:
+                carry["log_offset"] = self._relay_sync(hook, current, int(carry.get("log_offset", 0)))
+            if record is not None and record.state in TERMINAL_STATES:
+                return record
+            deadline_missing = deadline_missing + 1 if record is None else 0
+            if deadline_missing >= 10:
+                raise AirflowException(f"Slurm job {current.job_id} is unknown to Slurm after 10 polls")
+            time.sleep(self.poll_interval)
+
+    def _relay_sync(self, hook: SlurmHook, current: Attempt, offset: int) -> int:
+        try:
+            chunk = hook.read_log(current.log_path, offset)
+        except (RemotePathNotFoundError, SlurmError):
+            return offset
+        self._relay(current.job_id, chunk.text)
+        return chunk.next_offset
+
+    def _relay(self, job_id: str, text: str) -> None:
+        for line in text.splitlines():
+            self.log.info("[slurm %s] %s", job_id, line)
+
+    def _finish_attempt(self, carry: dict[str, Any], record: JobRecord) -> None:
+        last = carry["attempts"][-1]
+        last.update(
+            state=record.state.value,
+            exit_code=record.exit_code,
+            elapsed=record.elapsed,
+            alloc_tres=record.alloc_tres,
+            node_list=record.node_list,
+        )
+
+    def _after_end(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> list[dict[str, Any]]:
+        """Judge the attempt that just ended: succeed, resubmit (and wait again) or fail."""
+        current = Attempt.from_dict(carry["attempts"][-1])
+        state = SlurmState.parse(current.state)
+        completion_ok = self._completion_ok(hook, current) if state is SlurmState.COMPLETED else None
+        progress = self._progress(hook) if self.progress_command else None
+        carry["attempts"][-1].update(completion_ok=completion_ok, progress=progress)
+        attempts = [Attempt.from_dict(a) for a in carry["attempts"]]
+        decision = decide(
+            state,
+            attempts,
+            completion_ok=completion_ok,
+            max_attempts=self.max_attempts,
+            max_attempts_without_progress=self.max_attempts_without_progress,
+            progress_baseline=carry.get("baseline"),
+            progress_probe=self.progress_command is not None,
+        )
+        self.log.info(
+            "Slurm job %s (attempt %d): %s -> %s",
+            current.job_id,
+            current.attempt,
+            decision.reason,
+            decision.verdict.value,
+        )
+        _state_set(context, carry)
+        if decision.verdict is Verdict.SUCCEED:
+            return list(carry["attempts"])
+        if decision.verdict is Verdict.RESUBMIT:
+            self._submit(context, hook, carry)
+            return self._wait(context, hook, carry)
+        tail = self._log_tail(hook, current.log_path)
+        raise AirflowException(
+            f"Slurm job {current.job_id} {current.state} (exit code {current.exit_code}), attempt "
+            f"{current.attempt}: {decision.reason}; log {current.log_path}; last {_TAIL_LINES} lines:\n{tail}"
+        )
+
+    def _completion_ok(self, hook: SlurmHook, current: Attempt) -> bool | None:
+        checks: list[bool] = []
+        if self.completion_regex is not None:
+            checks.append(
+                completion_regex_matches(self.completion_regex, self._read_tail(hook, current.log_path))
+            )
+        if self.completion_command is not None:
+            result = hook.run(self.completion_command)
+            checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
+        if self.completion_check is not None:
+            checks.append(bool(self.completion_check(hook, current)))
+        return all(checks) if checks else None
+
+    def _progress(self, hook: SlurmHook) -> str | None:
+        assert self.progress_command is not None
+        try:
+            result = hook.run(self.progress_command)
+        except SlurmError as exc:
+            self.log.warning("progress command failed: %s", exc)
+            return None
+        return result.stdout.strip() if result.exit_status == 0 else None
+
+    def _read_tail(self, hook: SlurmHook, path: str) -> str:
+        try:
+            size = hook.stat(path).size
+            return hook.read_log(path, max(0, size - _TAIL_BYTES), _TAIL_BYTES).text
+        except (RemotePathNotFoundError, SlurmError) as exc:
+            return f"<log unreadable: {exc}>"
+
+    def _log_tail(self, hook: SlurmHook, path: str) -> str:
+        return "\n".join(self._read_tail(hook, path).splitlines()[-_TAIL_LINES:])
+
+
+def _state_get(context: Context) -> Any:
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    try:
+        return store.get(STATE_KEY)
+    except Exception:  # the store is new in 3.3 and absent in some runners (dag.test); XCom still works
+        return None
+
+
+def _state_set(context: Context, carry: dict[str, Any]) -> None:
+    store = context.get("task_state_store")
+    if store is None:
+        return
+    try:
+        store.set(
+            STATE_KEY, {k: v for k, v in carry.items() if not k.startswith("_")}, retention=timedelta(days=30)
+        )
+    except Exception as exc:
+        log = context["ti"].log if hasattr(context["ti"], "log") else None
+        if log is not None:
+            log.warning("task_state_store unavailable, re-attach will rely on the job name: %s", exc)

@@ -1,0 +1,186 @@
+"""Process-wide job-state poller: all Slurm triggers of one cluster share one batched query per interval."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from slurm_operator.exceptions import SlurmError
+from slurm_operator.records import JobRecord, JobStates
+
+log = logging.getLogger(__name__)
+
+
+class _StatesHook(Protocol):
+    async def job_states(self, job_ids: list[str]) -> JobStates: ...
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll round told one subscriber.
+
+    ``record`` is None when the job was not in the answer (not yet in accounting, or purged);
+    ``authoritative`` says whether the answer came from accounting (sacct), where absence means
+    something, or from a fallback (squeue/scontrol) that forgets finished jobs. ``error`` is set
+    (and ``record`` None) when the round failed; ``failures`` counts consecutive failed rounds.
+    """
+
+    record: JobRecord | None
+    authoritative: bool
+    error: str | None = None
+    failures: int = 0
+    polled_at: float = 0.0
+
+
+class Subscription:
+    """One trigger's interest in one job id; hands over the newest poll result."""
+
+    def __init__(self, poller: SlurmPoller, job_id: str, interval: float) -> None:
+        self.poller = poller
+        self.job_id = job_id
+        self.interval = interval
+        self._latest: PollResult | None = None
+        self._ready = asyncio.Event()
+
+    def _offer(self, result: PollResult) -> None:
+        # Only the newest answer matters: a slow consumer skips stale rounds instead of queueing them.
+        self._latest = result
+        self._ready.set()
+
+    async def next(self) -> PollResult:
+        """Wait for the next poll round that included this job."""
+        await self._ready.wait()
+        self._ready.clear()
+        assert self._latest is not None
+        return self._latest
+
+    def close(self) -> None:
+        """Stop receiving results (the poller stops when nobody subscribes)."""
+        self.poller._unsubscribe(self)
+
+
+class SlurmPoller:
+    """Batches the job-state queries of every trigger of one SSH connection id in this process.
+
+    One instance exists per (connection id, event loop): the triggerer runs all triggers on one
+    loop, so 1,000 deferred jobs on a cluster cost one ``sacct -j id1,id2,...`` per interval over
+    the async hook's one shared SSH connection. The interval is the smallest one any subscriber asked
+    for. A failed round is reported to every subscriber (each trigger applies its own failure
+    budget) and retried sooner, with exponential backoff and jitter, capped by the interval.
+    """
+
+    hook_factory: ClassVar[Callable[[str], _StatesHook] | None] = None
+    _instances: ClassVar[dict[tuple[str, int], SlurmPoller]] = {}
+
+    def __init__(self, ssh_conn_id: str, hook: _StatesHook) -> None:
+        self.ssh_conn_id = ssh_conn_id
+        self.hook = hook
+        self.rounds = 0  # batched queries issued, for benchmarks and tests
+        self._subs: dict[str, set[Subscription]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failures = 0
+
+    @classmethod
+    def for_conn(cls, ssh_conn_id: str) -> SlurmPoller:
+        """The poller of this connection id on the running event loop (created on first use)."""
+        key = (ssh_conn_id, id(asyncio.get_running_loop()))
+        poller = cls._instances.get(key)
+        if poller is None:
+            factory = cls.hook_factory or _default_hook_factory
+            poller = cls(ssh_conn_id, factory(ssh_conn_id))
+            cls._instances[key] = poller
+        return poller
+
+    def subscribe(self, job_id: str, interval: float) -> Subscription:
+        """Register interest in ``job_id``; results arrive every ``interval`` seconds or sooner."""
+        sub = Subscription(self, job_id, interval)
+        self._subs.setdefault(job_id, set()).add(sub)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"slurm-poller-{self.ssh_conn_id}"
+            )
+        self._wake.set()
+        return sub
+
+    @property
+    def job_ids(self) -> list[str]:
+        """Job ids currently watched."""
+        return sorted(self._subs)
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.job_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.job_id]
+        if not self._subs:
+            self._wake.set()
+
+    def _interval(self) -> float:
+        return min((s.interval for subs in self._subs.values() for s in subs), default=60.0)
+
+    async def _run(self) -> None:
+        loop_key = (self.ssh_conn_id, id(asyncio.get_running_loop()))
+        try:
+            last = 0.0
+            while self._subs:
+                delay = self._next_delay(last)
+                if delay > 0:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        # Woken early by a new subscriber (maybe with a shorter interval) or the last leaving.
+                        await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                    continue
+                last = time.monotonic()
+                await self._poll_once()
+        finally:
+            if self._instances.get(loop_key) is self and not self._subs:
+                del self._instances[loop_key]
+
+    def _next_delay(self, last: float) -> float:
+        wait = self._interval()
+        if self._failures:
+            backoff = min(wait, 2.0 ** min(self._failures, 6)) * random.uniform(0.5, 1.0)  # noqa: S311
+            wait = backoff
+        return last + wait - time.monotonic() if last else 0.0
+
+    async def _poll_once(self) -> None:
+        ids = self.job_ids
+        if not ids:
+            return
+        self.rounds += 1
+        now = time.time()
+        try:
+            states = await self.hook.job_states(ids)
+        except SlurmError as exc:
+            self._failures += 1
+            log.warning(
+                "slurm poll of %d job(s) on %s failed (%d in a row): %s",
+                len(ids),
+                self.ssh_conn_id,
+                self._failures,
+                exc,
+            )
+            result = PollResult(None, False, error=str(exc), failures=self._failures, polled_at=now)
+            for subs in list(self._subs.values()):
+                for sub in list(subs):
+                    sub._offer(result)
+            return
+        self._failures = 0
+        for job_id, subs in list(self._subs.items()):
+            res = PollResult(states.records.get(job_id), states.authoritative, polled_at=now)
+            for sub in list(subs):
+                sub._offer(res)
+
+
+def _default_hook_factory(ssh_conn_id: str) -> Any:
+    from slurm_operator.async_hook import AsyncSlurmHook
+
+    return AsyncSlurmHook(ssh_conn_id)

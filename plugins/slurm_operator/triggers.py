@@ -1,0 +1,330 @@
+"""Deferrable triggers: wait for a Slurm job (shared batched poller) or a remote file condition."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from slurm_operator import events
+from slurm_operator.async_hook import AsyncSlurmHook
+from slurm_operator.checkpoints import (
+    TRACKER_FILE,
+    SettleTracker,
+    TrackerParseError,
+    iteration_dirs,
+    layout_of,
+    parse_tracker,
+    snapshot,
+)
+from slurm_operator.events import SlurmEvent
+from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.poller import SlurmPoller
+from slurm_operator.states import SUCCEEDED_STATES, TERMINAL_STATES, SlurmState
+
+# Log reads per poll are capped so one chatty job cannot stall the shared event loop.
+_LOG_READ_BYTES = 1 << 20
+
+
+def _event(**kwargs: Any) -> TriggerEvent:
+    return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
+
+
+class SlurmJobTrigger(BaseTrigger):
+    """Wait until one Slurm job ends, relaying its new log lines into the task log meanwhile.
+
+    :param ssh_conn_id: Airflow SSH connection of the cluster's login node.
+    :param job_id: the Slurm job id.
+    :param poll_interval: seconds between state queries (batched with every other job of the cluster).
+    :param log_path: the job's log file (``%j`` already expanded), relayed from ``log_offset`` on.
+    :param log_offset: byte offset already relayed (kept across re-deferrals and triggerer restarts).
+    :param stream_logs: relay new log lines as ``[slurm <id>] ...`` into the trigger's (= task's) log.
+    :param failure_budget: seconds without one successful poll before giving up with an error event.
+    :param missing_polls: authoritative polls that do not know the job before giving up.
+    :param cancel_on_kill: scancel the job when a user marks the deferred task failed/success or clears it.
+    :param carry: JSON the operator needs on resume, echoed in the event (dag.test() drops defer kwargs).
+    """
+
+    def __init__(
+        self,
+        ssh_conn_id: str,
+        job_id: str,
+        poll_interval: float = 60.0,
+        log_path: str | None = None,
+        log_offset: int = 0,
+        stream_logs: bool = True,
+        failure_budget: float = 1800.0,
+        missing_polls: int = 10,
+        cancel_on_kill: bool = True,
+        carry: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ssh_conn_id = ssh_conn_id
+        self.job_id = job_id
+        self.poll_interval = poll_interval
+        self.log_path = log_path
+        self.log_offset = log_offset
+        self.stream_logs = stream_logs
+        self.failure_budget = failure_budget
+        self.missing_polls = missing_polls
+        self.cancel_on_kill = cancel_on_kill
+        self.carry = carry or {}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Classpath under plugins/ (importable in the triggerer) and every constructor argument."""
+        return (
+            "slurm_operator.triggers.SlurmJobTrigger",
+            {
+                "ssh_conn_id": self.ssh_conn_id,
+                "job_id": self.job_id,
+                "poll_interval": self.poll_interval,
+                "log_path": self.log_path,
+                "log_offset": self.log_offset,
+                "stream_logs": self.stream_logs,
+                "failure_budget": self.failure_budget,
+                "missing_polls": self.missing_polls,
+                "cancel_on_kill": self.cancel_on_kill,
+                "carry": self.carry,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Yield exactly one final event: success, failure (with state and exit code) or error."""
+        sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval)
+        hook = AsyncSlurmHook(self.ssh_conn_id)
+        offset = self.log_offset
+        try:
+            last_ok = time.monotonic()
+            missing = 0
+            while True:
+                res = await sub.next()
+                if res.error is not None:
+                    if time.monotonic() - last_ok > self.failure_budget:
+                        yield self._error(
+                            f"no answer from the cluster for {self.failure_budget:.0f} s: {res.error}", offset
+                        )
+                        return
+                    continue
+                last_ok = time.monotonic()
+                record = res.record
+                if record is None:
+                    # squeue/scontrol forget finished jobs, so only accounting's silence counts as missing.
+                    missing += res.authoritative
+                    if missing >= self.missing_polls:
+                        yield self._error(
+                            f"job {self.job_id} is unknown to Slurm after {missing} polls", offset
+                        )
+                        return
+                    continue
+                missing = 0
+                terminal = record.state in TERMINAL_STATES
+                if self.stream_logs and self.log_path and record.state is not SlurmState.PENDING:
+                    offset = await self._relay_log(hook, offset, final=terminal)
+                if terminal:
+                    ok = record.state in SUCCEEDED_STATES
+                    ended = f"ended {record.state.value} (exit code {record.exit_code})"
+                    yield _event(
+                        status=events.SUCCESS if ok else events.FAILURE,
+                        message=f"Slurm job {self.job_id} {ended}",
+                        job_id=self.job_id,
+                        slurm_state=record.state.value,
+                        exit_code=record.exit_code,
+                        log_offset=offset,
+                        record=record.to_dict(),
+                        carry=self.carry,
+                    )
+                    return
+        except Exception as exc:
+            # Anything unexpected still ends the wait with one event; the traceback goes to the log.
+            self.log.exception("SlurmJobTrigger for job %s crashed", self.job_id)
+            yield self._error(f"trigger crashed: {type(exc).__name__}: {exc}", offset)
+        finally:
+            sub.close()
+
+    def _error(self, message: str, offset: int) -> TriggerEvent:
+        return _event(
+            status=events.ERROR, message=message, job_id=self.job_id, log_offset=offset, carry=self.carry
+        )
+
+    async def _relay_log(self, hook: AsyncSlurmHook, offset: int, *, final: bool) -> int:
+        """Log the new complete lines of the job log; return the new offset."""
+        assert self.log_path is not None
+        try:
+            chunk = await hook.read_log(self.log_path, offset, _LOG_READ_BYTES)
+        except RemotePathNotFoundError:
+            return offset  # the job has not opened its log yet
+        except SlurmError as exc:
+            self.log.warning("could not read %s: %s", self.log_path, exc)
+            return offset
+        text = chunk.text
+        if not final and not text.endswith("\n"):
+            # Keep a half-written last line for the next read, so lines are never split in the log.
+            text = text[: text.rfind("\n") + 1]
+        for line in text.splitlines():
+            self.log.info("[slurm %s] %s", self.job_id, line)
+        return chunk.offset + len(text.encode())
+
+    async def on_kill(self) -> None:
+        """A user acted on the deferred task: cancel the job so it does not run on unattended."""
+        if not self.cancel_on_kill:
+            return
+        self.log.info("task killed while deferred: scancel %s", self.job_id)
+        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id)
+
+
+class RemotePathTrigger(BaseTrigger):
+    """Wait for a remote condition over the shared SSH connection.
+
+    ``mode="regex"``: ``pattern`` appears in the file ``path`` (read incrementally from ``log_offset``).
+    ``mode="checkpoint"``: the Megatron checkpoint folder ``path`` has its tracker at ``iteration`` or
+    beyond, and that iteration's files exist and stayed unchanged for ``settle_seconds``; the event's
+    ``data["iterations"]`` lists every complete iteration up to the tracker.
+    """
+
+    def __init__(
+        self,
+        ssh_conn_id: str,
+        path: str,
+        mode: str = "regex",
+        pattern: str | None = None,
+        iteration: int | None = None,
+        settle_seconds: float = 30.0,
+        poll_interval: float = 60.0,
+        log_offset: int = 0,
+        failure_budget: float = 1800.0,
+        carry: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ssh_conn_id = ssh_conn_id
+        self.path = path
+        self.mode = mode
+        self.pattern = pattern
+        self.iteration = iteration
+        self.settle_seconds = settle_seconds
+        self.poll_interval = poll_interval
+        self.log_offset = log_offset
+        self.failure_budget = failure_budget
+        self.carry = carry or {}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Classpath and every constructor argument."""
+        return (
+            "slurm_operator.triggers.RemotePathTrigger",
+            {
+                "ssh_conn_id": self.ssh_conn_id,
+                "path": self.path,
+                "mode": self.mode,
+                "pattern": self.pattern,
+                "iteration": self.iteration,
+                "settle_seconds": self.settle_seconds,
+                "poll_interval": self.poll_interval,
+                "log_offset": self.log_offset,
+                "failure_budget": self.failure_budget,
+                "carry": self.carry,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll until the condition holds; yield one success or error event."""
+        hook = AsyncSlurmHook(self.ssh_conn_id)
+        offset = self.log_offset
+        pending = ""
+        settle = SettleTracker.new(self.settle_seconds)
+        last_ok = time.monotonic()
+        try:
+            while True:
+                try:
+                    if self.mode == "regex":
+                        assert self.pattern is not None
+                        found, offset, pending = await self.scan(hook, offset, pending)
+                        if found is not None:
+                            yield self._done(
+                                f"{self.pattern!r} found in {self.path}", offset, {"match": found}
+                            )
+                            return
+                    else:
+                        assert self.iteration is not None
+                        done = await self.check_checkpoints(hook, settle)
+                        if done is not None:
+                            msg = f"iteration {self.iteration} is complete in {self.path}"
+                            yield self._done(msg, offset, {"iterations": done})
+                            return
+                    last_ok = time.monotonic()
+                except (SlurmError, TrackerParseError) as exc:
+                    if isinstance(exc, TrackerParseError) or time.monotonic() - last_ok > self.failure_budget:
+                        yield _event(
+                            status=events.ERROR,
+                            message=f"{self.path}: {exc}",
+                            log_offset=offset,
+                            carry=self.carry,
+                        )
+                        return
+                    self.log.warning("polling %s failed, will retry: %s", self.path, exc)
+                await asyncio.sleep(self.poll_interval)
+        except Exception as exc:
+            self.log.exception("RemotePathTrigger for %s crashed", self.path)
+            yield _event(
+                status=events.ERROR,
+                message=f"trigger crashed: {type(exc).__name__}: {exc}",
+                log_offset=offset,
+                carry=self.carry,
+            )
+
+    def _done(self, message: str, offset: int, data: dict[str, Any]) -> TriggerEvent:
+        return _event(status=events.SUCCESS, message=message, log_offset=offset, data=data, carry=self.carry)
+
+    async def scan(self, hook: AsyncSlurmHook, offset: int, pending: str) -> tuple[str | None, int, str]:
+        """Read new text; return (matching line or None, new offset, unterminated tail)."""
+        assert self.pattern is not None
+        try:
+            chunk = await hook.read_log(self.path, offset, _LOG_READ_BYTES)
+        except RemotePathNotFoundError:
+            return None, offset, pending
+        text = pending + chunk.text
+        cut = text.rfind("\n") + 1
+        complete, tail = text[:cut], text[cut:]
+        m = re.search(self.pattern, complete, re.MULTILINE)
+        if m is None:
+            # An unterminated last line may already hold the marker (the writer may never add "\n").
+            m = re.search(self.pattern, tail)
+            if m is None:
+                return None, chunk.next_offset, tail
+            return tail, chunk.next_offset, ""
+        start = complete.rfind("\n", 0, m.start()) + 1
+        end = complete.find("\n", m.end())
+        return complete[start : end if end >= 0 else None], chunk.next_offset, tail
+
+    async def check_checkpoints(self, hook: AsyncSlurmHook, settle: SettleTracker) -> list[int] | None:
+        """Complete iterations once the target one is complete and settled; None while waiting."""
+        assert self.iteration is not None
+        base = self.path.rstrip("/")
+        try:
+            latest = parse_tracker(await hook.read_text(f"{base}/{TRACKER_FILE}"))
+        except RemotePathNotFoundError:
+            return None
+        if latest is not None and latest < self.iteration:
+            return None
+        complete: list[int] = []
+        now = time.monotonic()
+        for it, name in sorted(iteration_dirs(await hook.list_dir(base)).items()):
+            if latest is not None and it > latest:
+                continue  # being written right now, the tracker has not moved yet
+            if await self._iteration_settled(hook, f"{base}/{name}", it, settle, now):
+                complete.append(it)
+        return complete if self.iteration in complete else None
+
+    async def _iteration_settled(
+        self, hook: AsyncSlurmHook, folder: str, iteration: int, settle: SettleTracker, now: float
+    ) -> bool:
+        layout = layout_of(await hook.list_dir(folder))
+        if not layout.recognised:
+            return settle.observe(iteration, None, now)
+        stats: dict[str, tuple[int, float] | None] = {}
+        for rel in layout.files:
+            st = await hook.stat(f"{folder}/{rel}")
+            stats[rel] = (st.size, st.mtime) if st.exists else None
+        return settle.observe(iteration, snapshot(stats), now)

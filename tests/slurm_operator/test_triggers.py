@@ -1,0 +1,165 @@
+"""Tests for trigger serialization and the run() loops' decisions.
+
+The SSH side is faked (a dict of job states, an in-memory log) because what is tested is the loop's
+logic: one final event, log relay from an offset, failure budget. The same triggers run against
+the real cluster and a real triggerer in tests/slurm_operator/integration.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from airflow.sdk._shared.module_loading import import_string
+from slurm_operator import events, triggers
+from slurm_operator.events import SlurmEvent
+from slurm_operator.exceptions import RemotePathNotFoundError
+from slurm_operator.poller import SlurmPoller
+from slurm_operator.records import JobRecord, JobStates, LogChunk
+from slurm_operator.states import SlurmState
+from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger
+
+
+class FakeCluster:
+    """job states + remote files, answering like the async hook."""
+
+    def __init__(self) -> None:
+        self.states: list[dict[str, SlurmState]] = []  # one entry consumed per poll round
+        self.files: dict[str, str] = {}
+        self.cancelled: list[str] = []
+
+    async def job_states(self, job_ids: list[str]) -> JobStates:
+        now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        recs = {
+            j: JobRecord(job_id=j, name="n", state=s, exit_code=3 if s is SlurmState.FAILED else 0)
+            for j, s in now.items()
+        }
+        return JobStates(records=recs, source="sacct", authoritative=True)
+
+    async def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
+        if path not in self.files:
+            raise RemotePathNotFoundError(path)
+        data = self.files[path].encode()[offset : offset + max_bytes]
+        return LogChunk(text=data.decode(), offset=offset, next_offset=offset + len(data))
+
+    async def cancel(self, job_id: str, signal: str | None = None) -> None:
+        self.cancelled.append(job_id)
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    fake = FakeCluster()
+    monkeypatch.setattr(SlurmPoller, "hook_factory", staticmethod(lambda _c: fake))
+    monkeypatch.setattr(triggers, "AsyncSlurmHook", lambda _c: fake)
+    return fake
+
+
+JOB_KWARGS: dict[str, Any] = {
+    "ssh_conn_id": "slurm_local",
+    "job_id": "42",
+    "poll_interval": 0.01,
+    "log_path": "/r/job-42.out",
+    "log_offset": 5,
+    "stream_logs": True,
+    "failure_budget": 100.0,
+    "missing_polls": 3,
+    "cancel_on_kill": True,
+    "carry": {"attempts": [{"job_id": "42"}]},
+}
+PATH_KWARGS: dict[str, Any] = {
+    "ssh_conn_id": "slurm_local",
+    "path": "/ckpt",
+    "mode": "checkpoint",
+    "pattern": None,
+    "iteration": 100,
+    "settle_seconds": 0.0,
+    "poll_interval": 0.01,
+    "log_offset": 0,
+    "failure_budget": 100.0,
+    "carry": {},
+}
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), [(SlurmJobTrigger, JOB_KWARGS), (RemotePathTrigger, PATH_KWARGS)])
+def test_serialize_returns_every_argument_and_an_importable_classpath(
+    cls: type, kwargs: dict[str, Any]
+) -> None:
+    classpath, out = cls(**kwargs).serialize()
+    assert out == kwargs
+    assert classpath == f"slurm_operator.triggers.{cls.__name__}"
+    rebuilt = import_string(classpath)(**out)
+    assert rebuilt.serialize() == (classpath, kwargs)
+
+
+async def _events(trigger: Any) -> list[SlurmEvent]:
+    return [SlurmEvent.from_payload(e.payload) async for e in trigger.run()]
+
+
+async def test_job_trigger_relays_log_lines_and_yields_one_final_event(
+    cluster: FakeCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.states = [{"42": SlurmState.PENDING}, {"42": SlurmState.RUNNING}, {"42": SlurmState.FAILED}]
+    cluster.files["/r/job-42.out"] = "skip\nstep 1\nstep 2\nhalf"
+    evs = await _events(SlurmJobTrigger(**JOB_KWARGS))
+    assert len(evs) == 1
+    ev = evs[0]
+    assert (ev.status, ev.job_id, ev.slurm_state, ev.exit_code) == (events.FAILURE, "42", "FAILED", 3)
+    assert ev.log_offset == len("skip\nstep 1\nstep 2\nhalf")
+    assert ev.carry == JOB_KWARGS["carry"]
+    assert ev.record is not None
+    assert ev.record["state"] == "FAILED"
+    # Airflow routes trigger loggers through structlog to stdout (the task log in a real triggerer).
+    relayed = re.findall(r"\[slurm 42\] (\S+(?: \d)?)", capsys.readouterr().out)
+    assert relayed == ["step 1", "step 2", "half"]
+
+
+async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeCluster) -> None:
+    cluster.states = [{}]
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False}))
+    assert ev.status == events.ERROR
+    assert "job 42 is unknown to Slurm after 3 polls" in ev.message
+
+
+async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
+    await SlurmJobTrigger(**JOB_KWARGS).on_kill()
+    await SlurmJobTrigger(**{**JOB_KWARGS, "cancel_on_kill": False}).on_kill()
+    assert cluster.cancelled == ["42"]
+
+
+async def test_regex_trigger_finds_a_marker_split_across_reads(cluster: FakeCluster) -> None:
+    cluster.files["/r/log"] = "iteration 5\n[after training is done] at 9\n"
+    trig = RemotePathTrigger(
+        "c", "/r/log", mode="regex", pattern=r"after training is done", poll_interval=0.01
+    )
+    (ev,) = await _events(trig)
+    assert ev.status == events.SUCCESS
+    assert ev.data == {"match": "[after training is done] at 9"}
+
+
+async def test_checkpoint_trigger_lists_complete_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tree:
+        async def read_text(self, path: str) -> str:
+            assert path == "/ckpt/latest_checkpointed_iteration.txt"
+            return "200\n"
+
+        async def list_dir(self, path: str) -> list[str]:
+            return {
+                "/ckpt": [
+                    "iter_0000100",
+                    "iter_0000200",
+                    "iter_0000300",
+                    "latest_checkpointed_iteration.txt",
+                ],
+                "/ckpt/iter_0000100": ["mp_rank_00"],
+                "/ckpt/iter_0000200": ["metadata.json", "__0_0.distcp"],
+                "/ckpt/iter_0000300": ["metadata.json"],
+            }[path]
+
+        async def stat(self, path: str) -> Any:
+            return type("St", (), {"exists": True, "size": 10, "mtime": 1.0})()
+
+    monkeypatch.setattr(triggers, "AsyncSlurmHook", lambda _c: Tree())
+    (ev,) = await _events(RemotePathTrigger(**{**PATH_KWARGS, "iteration": 200}))
+    assert ev.status == events.SUCCESS
+    assert ev.data == {"iterations": [100, 200]}
