@@ -9,6 +9,7 @@
 #   AUTOEXP_SSH_FORWARD_PORT  port on all interfaces forwarded to sshd; empty: none (2222)
 #   AIRFLOW_UID               owner of the published private key (50000, Airflow's uid)
 #   AUTOEXP_CLUSTER_CHECK_SECS  seconds between liveness checks; a dead daemon stops the container (15)
+#   AUTOEXP_CLUSTER_UP_ARGS   extra `local-cluster up` options, e.g. "--ssh-port 16821 --cpus 4" (none)
 set -euo pipefail
 
 REPO=${AUTOEXP_REPO:-/opt/autoexp}
@@ -17,6 +18,7 @@ SHARE=${AUTOEXP_SSH_SHARE:-/run/autoexp-ssh}
 FORWARD_PORT=${AUTOEXP_SSH_FORWARD_PORT-2222}
 KEY_OWNER=${AIRFLOW_UID:-50000}
 CHECK_SECS=${AUTOEXP_CLUSTER_CHECK_SECS:-15}
+read -r -a UP_ARGS <<<"${AUTOEXP_CLUSTER_UP_ARGS:-}"
 CLUSTER="$REPO/scripts/local-cluster"
 
 log() { echo "slurm-entrypoint: $*" >&2; }
@@ -68,7 +70,7 @@ shutdown() {
 trap 'shutdown 0' TERM INT
 
 clear_stale_pidfiles
-"$CLUSTER" up --dir "$BASE" --no-install
+"$CLUSTER" up --dir "$BASE" --no-install "${UP_ARGS[@]}"
 eval "$("$CLUSTER" env --dir "$BASE")"
 publish_keys
 log "cluster up: ssh ${LOCAL_CLUSTER_SSH_USER}@${LOCAL_CLUSTER_SSH_HOST}:${LOCAL_CLUSTER_SSH_PORT}," \
