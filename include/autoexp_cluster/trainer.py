@@ -71,7 +71,8 @@ def init_runtime(args: argparse.Namespace) -> Runtime:
             dist.init_process_group(backend, rank=rank, world_size=world)
         else:
             # A private store: no TCP port, so concurrent single-process runs never collide.
-            dist.init_process_group(backend, store=dist.HashStore()  # type: ignore[attr-defined], rank=0, world_size=1)
+            store = dist.HashStore()  # type: ignore[attr-defined]
+            dist.init_process_group(backend, store=store, rank=0, world_size=1)
             rank, world = 0, 1
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1)
