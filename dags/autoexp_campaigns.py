@@ -1,5 +1,6 @@
-"""One DAG per experiment of every campaign config ($AUTOEXP_CONFIGS, default: config/*.yaml)."""
+"""One Airflow DAG per experiment of every campaign config ($AUTOEXP_CONFIGS, default: config/*.yaml)."""
 
+# Airflow's safe mode only parses files that mention both "airflow" and "dag": this line does.
 from pathlib import Path
 
 from autoexp.experiment.factory import config_paths, register

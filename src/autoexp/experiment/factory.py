@@ -82,7 +82,7 @@ def _checkpoint_group(
     out_stem = _stem(phase.convert.output_file) or "convert"
 
     @task_group(group_id="checkpoints")
-    def checkpoints(iteration: int, environment: dict[str, str], completion: str, output_path: str) -> None:
+    def checkpoints(iteration: int, ckpt_iter: str, completion: str, output_path: str) -> None:
         wait = CheckpointIterationSensor(
             task_id="wait",
             ssh_conn_id=settings.ssh_conn_id,
@@ -97,7 +97,8 @@ def _checkpoint_group(
             ssh_conn_id=settings.ssh_conn_id,
             script_path=script_path,
             remote_dir=remote_dir,
-            environment=environment,
+            # The operator copies the mapping at build time; the value inside is resolved per instance.
+            environment={"CKPT_ITER": ckpt_iter},
             completion_command=completion,
             output_path=output_path,
             max_attempts=settings.max_attempts,
@@ -111,7 +112,7 @@ def _checkpoint_group(
         [
             {
                 "iteration": it,
-                "environment": {"CKPT_ITER": str(it)},
+                "ckpt_iter": str(it),
                 "completion": commands.marker_exists(phase.run_dir, it),
                 "output_path": f"{out_dir}/{out_stem}-iter{it}-%j.out",
             }

@@ -1,0 +1,1 @@
+"""DAG integrity tests (no database, no cluster)."""

@@ -1,0 +1,124 @@
+"""The DAG file imports every listed config with the expected DAGs, tasks, mapping and settings; no DB."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from airflow.dag_processing.dagbag import BundleDagBag
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+DEMO = REPO / "config" / "demo.yaml"
+SEED = REPO / "config" / "scaling_exps.yaml"
+
+
+@pytest.fixture
+def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("AUTOEXP_ROOT", str(REPO))
+    monkeypatch.setenv("AUTOEXP_DEMO_DIR", str(tmp_path / "demo"))
+    yield tmp_path
+
+
+def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
+    monkeypatch.setenv("AUTOEXP_CONFIGS", os.pathsep.join(map(str, configs)))
+    return BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
+
+
+def test_demo_config_gives_one_dag_per_experiment(demo_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dagbag = bag([DEMO], monkeypatch)
+    assert dagbag.import_errors == {}
+    assert sorted(dagbag.dags) == [
+        "demo_demo_small_lr0.003_bs4",
+        "demo_demo_small_lr0.01_bs4",
+        "demo_demo_tiny_lr0.003_bs4",
+        "demo_demo_tiny_lr0.01_bs4",
+    ]
+    dag = dagbag.dags["demo_demo_tiny_lr0.003_bs4"]
+    assert dag.tags == {"autoexp", "demo"}
+    assert dag.default_args["retries"] == 1
+    assert dag.default_args["owner"] == "autoexp-demo"
+    assert dag.default_args["on_failure_callback"] is not None
+    assert set(dag.params.keys()) == {"phases", "dry_run", "max_attempts"}
+    assert dag.params["phases"] == ["pretrain", "cooldown_8K", "cooldown_12K"]
+    assert sorted(dag.task_dict) == sorted(
+        [
+            "stage",
+            "report",
+            "pretrain.enabled",
+            "pretrain.train",
+            "pretrain.checkpoints.wait",
+            "pretrain.checkpoints.convert_eval",
+            *[
+                f"cooldown_{b}.{t}"
+                for b in ("8K", "12K")
+                for t in (
+                    "enabled",
+                    "wait_branch_checkpoint",
+                    "start_condition",
+                    "train",
+                    "checkpoints.wait",
+                    "checkpoints.convert_eval",
+                )
+            ],
+        ]
+    )
+    train = dag.task_dict["pretrain.train"]
+    assert train.pool == "slurm_local"
+    assert train.retries == 1
+    assert train.completion_regex == "after training is done"
+    assert "latest_checkpointed_iteration.txt" in train.completion_command
+    assert train.output_path.endswith("/runs/demo_tiny_lr0.003_bs4/slurm_train-%j.out")
+    wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
+    assert wait.iteration == 40
+    assert wait.checkpoint_dir.endswith("/runs/demo_tiny_lr0.003_bs4/checkpoints")
+    # One mapped instance per expected checkpoint: pretraining saves at 20, 40 and 60.
+    group = dag.task_group_dict["pretrain.checkpoints"]
+    iterations = [kw["iteration"] for kw in group._expand_input.value]
+    assert iterations == [20, 40, 60]
+    assert [kw["iteration"] for kw in dag.task_group_dict["cooldown_8K.checkpoints"]._expand_input.value] == [
+        32
+    ]
+    report = dag.task_dict["report"]
+    assert report.trigger_rule == "none_failed"
+    assert [a.name for a in report.outlets] == ["autoexp.demo_demo_tiny_lr0.003_bs4.eval_results"]
+    assert "sha256" in (dag.doc_md or "")
+    assert "| `LR` | `0.003` |" in (dag.doc_md or "")
+
+
+def test_broken_config_is_an_import_error_and_spares_the_others(
+    demo_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = demo_env / "broken.yaml"
+    broken.write_text(DEMO.read_text().replace("  retries: 1\n", "  retries: many\n"))
+    dagbag = bag([broken, DEMO], monkeypatch)
+    assert len(dagbag.dags) == 4
+    assert list(dagbag.import_errors.values()) == [
+        f"CampaignConfigError: {broken}:23: airflow.retries: expected int, got 'many'"
+    ]
+
+
+def test_bad_branch_iteration_names_file_and_line(demo_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = DEMO.read_text()
+    formula = next(line for line in text.splitlines() if line.strip().startswith("ITER:"))
+    broken = demo_env / "odd.yaml"
+    broken.write_text(text.replace(formula, "      ITER: 25"))
+    line = text.splitlines().index(formula) + 1
+    dagbag = bag([broken], monkeypatch)
+    assert dagbag.dags == {}
+    assert list(dagbag.import_errors.values()) == [
+        f"CampaignConfigError: {broken}:{line}: ITER: cooldown CD_SCALE=8K branches at iteration 25, which is "
+        "not a multiple of SAVE_INTERVAL=20: no checkpoint will exist there (job demo_tiny_lr0.003_bs4_COOLDOWN8K_TRAIN)"
+    ]
+
+
+def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    dagbag = bag([SEED], monkeypatch)
+    assert dagbag.import_errors == {}
+    assert len(dagbag.dags) == 90
+    dag = next(iter(dagbag.dags.values()))
+    assert len([t for t in dag.task_dict if t.endswith(".train")]) == 6  # pretrain + 5 cooldown budgets
+    scratch = [d for d in dagbag.dags.values() if "trains from scratch" in (d.doc_md or "")]
+    assert scratch  # the seed's ITER=0 cells are reported on the DAG page
