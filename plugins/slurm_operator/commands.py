@@ -1,0 +1,127 @@
+"""Pure builders of the remote shell strings; every value is validated or shlex-quoted here, and only here."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+
+# Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
+SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
+# squeue has no exit code and no allocated TRES; %T is the long state name, -r expands array tasks.
+SQUEUE_FORMAT = "%i|%j|%T|%M|%S|%e|%N|%r"
+# Lines starting with this mark separate the sections of the batched state query's output.
+SECTION_MARK = "#autoexp-section"
+
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SIGNAL = re.compile(r"^(SIG)?[A-Z][A-Z0-9+-]*$|^\d{1,2}$")
+_JOB_NAME = re.compile(r"^[^\s\x00-\x1f,]{1,200}$")
+
+
+def job_id(value: str) -> str:
+    """A job id as Slurm prints it (``42`` or ``42_3``); anything else is refused, not quoted."""
+    if not _JOB_ID.match(value):
+        raise ValueError(
+            f"not a Slurm job id: {value!r} (expected digits, or digits_digits for an array task)"
+        )
+    return value
+
+
+def job_ids(values: Iterable[str]) -> list[str]:
+    ids = [job_id(str(v)) for v in values]
+    if not ids:
+        raise ValueError("no job ids given")
+    return list(dict.fromkeys(ids))  # de-duplicated, order kept
+
+
+def sh(script: str, *args: str) -> str:
+    """Run a POSIX sh script with positional args: independent of the login shell (csh users exist)."""
+    return shlex.join(["sh", "-c", script, "sh", *args])
+
+
+def env_prefix(environment: Mapping[str, str] | None) -> list[str]:
+    """``env -- K=V ...`` words (empty without variables); names are validated, values quoted later."""
+    if not environment:
+        return []
+    words = ["env", "--"]
+    for name, value in environment.items():
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"not a valid environment variable name: {name!r}")
+        words.append(f"{name}={value}")
+    return words
+
+
+def sbatch(
+    *,
+    script_path: str | None = None,
+    sbatch_args: Sequence[str] = (),
+    environment: Mapping[str, str] | None = None,
+) -> str:
+    """``sbatch --parsable ARGS [PATH]``; without a path sbatch reads the script from stdin.
+
+    The environment goes through ``env`` rather than ``--export=...,K=V`` because sbatch splits
+    ``--export`` on commas, which breaks values such as lists of data paths.
+    """
+    words = [*env_prefix(environment), "sbatch", "--parsable", *(str(a) for a in sbatch_args)]
+    if script_path is not None:
+        if not script_path:
+            raise ValueError("empty script path")
+        words.append(script_path)
+    return shlex.join(words)
+
+
+def job_states(ids: Iterable[str]) -> str:
+    """ONE remote command that reports every job in ``ids``.
+
+    sacct first: it reads accounting, the only record that keeps finished jobs. Jobs sacct does not
+    list (just submitted, not yet recorded; or accounting disabled) are asked of squeue, and when
+    squeue fails (a job purged after MinJobAge, or no such job) each of them of ``scontrol show job``.
+    Each section starts with ``SECTION_MARK <source> <exit status>``.
+    """
+    wanted = job_ids(ids)
+    script = f"""
+out=$(sacct -X -P -n -o {SACCT_FORMAT} -j "$1"); rc=$?
+echo "{SECTION_MARK} sacct $rc"; printf '%s\\n' "$out"
+missing=""
+for id in $(echo "$1" | tr , ' '); do
+  [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -q "^$id[|_.]" && continue
+  missing="$missing,$id"
+done
+[ -n "$missing" ] || exit 0
+out=$(squeue -h -r -t all -o '{SQUEUE_FORMAT}' -j "${{missing#,}}"); rc=$?
+echo "{SECTION_MARK} squeue $rc"; printf '%s\\n' "$out"
+[ $rc -eq 0 ] && exit 0
+echo "{SECTION_MARK} scontrol 0"
+for id in $(echo "${{missing#,}}" | tr , ' '); do scontrol -o show job "$id"; done
+exit 0
+"""
+    return sh(script.strip(), ",".join(wanted))
+
+
+def find_active(name: str) -> str:
+    """squeue of the caller's own unfinished jobs named ``name`` (for re-attaching after a restart)."""
+    if not _JOB_NAME.match(name):
+        raise ValueError(f"not a usable Slurm job name: {name!r}")
+    return shlex.join(["squeue", "--me", "-h", "-r", "-o", SQUEUE_FORMAT, f"--name={name}"])
+
+
+def scancel(job: str, signal: str | None = None) -> str:
+    """``scancel [--signal=SIG] ID``; a signal is sent to the job's steps, as scancel does."""
+    words = ["scancel"]
+    if signal is not None:
+        if not _SIGNAL.match(signal):
+            raise ValueError(f"not a signal name or number: {signal!r}")
+        words.append(f"--signal={signal}")
+    words.append(job_id(job))
+    return shlex.join(words)
+
+
+def mkdir_p(path: str) -> str:
+    return shlex.join(["mkdir", "-p", "--", _path(path)])
+
+
+def _path(path: str) -> str:
+    if not path or "\x00" in path:
+        raise ValueError(f"not a usable remote path: {path!r}")
+    return path

@@ -1,0 +1,256 @@
+"""Pure parsers of Slurm command output; unreadable output raises SlurmParseError quoting it."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterable, Sequence
+
+from slurm_operator.commands import SECTION_MARK
+from slurm_operator.exceptions import (
+    SlurmCommandError,
+    SlurmParseError,
+    SlurmSubmitError,
+    SlurmSubmitLimitError,
+)
+from slurm_operator.records import JobRecord, JobStates, LogChunk
+from slurm_operator.states import ACTIVE_STATES, SUCCEEDED_STATES, SlurmState
+
+SACCT_FIELDS = (
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "Start",
+    "End",
+    "NodeList",
+    "AllocTRES",
+    "Reason",
+)
+SQUEUE_FIELDS = ("JobID", "JobName", "State", "Elapsed", "Start", "End", "NodeList", "Reason")
+
+_PARSABLE = re.compile(r"^(\d+)(;\S+)?$")
+# Refusals that go away by themselves: a submit limit (QOS/association MaxSubmit...) or a busy
+# controller. Everything else (bad account, partition, resources, missing script) is permanent.
+_RETRYABLE_SUBMIT = re.compile(
+    r"MaxSubmit|SubmitJobs?Per|GrpSubmit|job submit limit|QOSMaxSubmit|AssocMaxSubmit|"
+    r"temporarily unable to accept|Socket timed out|Resource temporarily unavailable",
+    re.IGNORECASE,
+)
+_EMPTY_VALUES = {"Unknown", "N/A", "None assigned", "(null)", "None"}
+_SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z/:_]*)=")
+
+
+def parse_exit_code(raw: str) -> tuple[int | None, int | None]:
+    """``"3:0"`` -> (3, 0): the script's exit status and the terminating signal."""
+    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", raw)
+    if not m:
+        return None, None
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_sbatch(stdout: str) -> str:
+    """The job id printed by ``sbatch --parsable`` (``42`` or ``42;cluster``)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    m = _PARSABLE.match(lines[-1]) if lines else None
+    if not m:
+        raise SlurmParseError("sbatch --parsable printed no job id", stdout)
+    return m.group(1)
+
+
+def submit_error(command: str, exit_status: int, stdout: str, stderr: str) -> SlurmSubmitError:
+    """The error for a refused sbatch, naming Slurm's own reason; limit refusals are retryable."""
+    lines = [line.strip() for line in (stderr or stdout).splitlines() if line.strip()]
+    # sbatch prints "sbatch: error: Batch job submission failed: <reason>" last; keep the errors only.
+    errors = [line.removeprefix("sbatch: error: ") for line in lines if "error" in line.lower()] or lines
+    reason = "; ".join(errors) or f"sbatch exited {exit_status} without a message"
+    cls = SlurmSubmitLimitError if _RETRYABLE_SUBMIT.search(reason) else SlurmSubmitError
+    kind = "refused for a submit limit (retry later)" if cls is SlurmSubmitLimitError else "refused"
+    return cls(f"sbatch {kind}: {reason}", command=command, exit_status=exit_status, stderr=stderr)
+
+
+def _clean(value: str) -> str:
+    value = value.strip()
+    return "" if value in _EMPTY_VALUES else value
+
+
+def _split(line: str, fields: Sequence[str]) -> list[str]:
+    """Split a ``|``-separated line; a job name containing ``|`` is glued back (it is field 1)."""
+    parts = line.split("|")
+    extra = len(parts) - len(fields)
+    if extra < 0:
+        raise SlurmParseError(f"expected {len(fields)} '|'-separated fields ({','.join(fields)})", line)
+    if extra:
+        parts = [parts[0], "|".join(parts[1 : 2 + extra]), *parts[2 + extra :]]
+    return parts
+
+
+def _record(job: str, name: str, raw_state: str, exit_raw: str, **fields: str) -> JobRecord:
+    state = SlurmState.parse(raw_state)
+    code, sig = parse_exit_code(exit_raw)
+    if state in ACTIVE_STATES:
+        code = sig = None  # sacct and scontrol print 0:0 for jobs that have not ended: not an exit status
+    return JobRecord(
+        job_id=job,
+        name=name,
+        state=state,
+        exit_code=code,
+        signal=sig,
+        raw_state=raw_state.strip(),
+        **{k: _clean(v) for k, v in fields.items()},
+    )
+
+
+def parse_sacct(text: str) -> list[JobRecord]:
+    """Rows of ``sacct -P -n -o SACCT_FORMAT``; step rows (``42.batch``, ``42.extern``) are skipped."""
+    records = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        job, name, state, exit_raw, elapsed, start, end, nodes, tres, reason = _split(line, SACCT_FIELDS)
+        if "." in job:
+            continue
+        records.append(
+            _record(
+                job, name, state, exit_raw, elapsed=elapsed, start=start, end=end, node_list=nodes,
+                alloc_tres=tres, reason=reason,
+            )
+        )  # fmt: skip
+    return records
+
+
+def parse_squeue(text: str) -> list[JobRecord]:
+    """Rows of ``squeue -h -r -o SQUEUE_FORMAT`` (no exit codes: squeue does not know them)."""
+    records = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        job, name, state, elapsed, start, end, nodes, reason = _split(line, SQUEUE_FIELDS)
+        records.append(
+            _record(
+                job, name, state, "", elapsed=elapsed, start=start, end=end, node_list=nodes, reason=reason
+            )
+        )
+    return records
+
+
+def parse_scontrol(text: str) -> list[JobRecord]:
+    """Lines of ``scontrol -o show job``; array tasks get their ``42_3`` id."""
+    records = []
+    for line in text.splitlines():
+        if not line.startswith("JobId="):
+            continue  # "slurm_load_jobs error: Invalid job id specified" and the like
+        keys = list(_SCONTROL_KEY.finditer(line))
+        values = {
+            m.group(1): line[m.end() : keys[i + 1].start() if i + 1 < len(keys) else len(line)].strip()
+            for i, m in enumerate(keys)
+        }
+        job = values.get("JobId", "")
+        task = values.get("ArrayTaskId", "")
+        if values.get("ArrayJobId") and task.isdigit():
+            job = f"{values['ArrayJobId']}_{task}"
+        if "JobState" not in values or not job:
+            raise SlurmParseError("scontrol show job line without JobId/JobState", line)
+        records.append(
+            _record(
+                job, values.get("JobName", ""), values["JobState"], values.get("ExitCode", ""),
+                elapsed=values.get("RunTime", ""), start=values.get("StartTime", ""),
+                end=values.get("EndTime", ""), node_list=values.get("NodeList", ""),
+                alloc_tres=values.get("TRES", ""), reason=values.get("Reason", ""),
+            )
+        )  # fmt: skip
+    return records
+
+
+def _sections(stdout: str) -> list[tuple[str, int, str]]:
+    """(source, exit status, text) for each section of the batched query's output."""
+    sections: list[tuple[str, int, list[str]]] = []
+    for line in stdout.splitlines():
+        if line.startswith(SECTION_MARK):
+            parts = line.split()
+            if len(parts) != 3 or not parts[2].isdigit():
+                raise SlurmParseError("bad section line in job-state output", line)
+            sections.append((parts[1], int(parts[2]), []))
+        elif sections:
+            sections[-1][2].append(line)
+        elif line.strip():
+            raise SlurmParseError("job-state output does not start with a section line", stdout)
+    return [(src, rc, "\n".join(lines)) for src, rc, lines in sections]
+
+
+_PARSERS = {"sacct": parse_sacct, "squeue": parse_squeue, "scontrol": parse_scontrol}
+
+
+def parse_job_states(stdout: str, stderr: str, ids: Iterable[str]) -> JobStates:
+    """Merge the sections of ``commands.job_states`` into one record per requested id.
+
+    Accounting (sacct) wins; squeue/scontrol only fill in ids sacct did not list. The answer is
+    authoritative when sacct answered. A requested array base id (``42``) gets an aggregate record
+    (see ``aggregate_array``). Raises SlurmCommandError when no source answered at all (e.g.
+    slurmctld and slurmdbd both down), quoting stderr.
+    """
+    wanted = list(ids)
+    sections = _sections(stdout)
+    if not sections:
+        raise SlurmParseError("job-state query printed nothing", stdout + stderr)
+    records: dict[str, JobRecord] = {}
+    answered: list[str] = []
+    for source, rc, text in sections:
+        if rc != 0:
+            continue
+        answered.append(source)
+        for rec in _PARSERS[source](text):
+            records.setdefault(rec.job_id, rec)
+    sacct_ok = "sacct" in answered
+    if not answered or (not sacct_ok and answered == ["scontrol"] and not records):
+        message = " ".join(stderr.split()) or "no output"
+        raise SlurmCommandError(
+            f"no Slurm command could report jobs {','.join(wanted)}: {message}", stderr=stderr
+        )
+    for job in wanted:
+        if job not in records and "_" not in job:
+            tasks = [r for k, r in records.items() if k.startswith(f"{job}_")]
+            if tasks:
+                records[job] = aggregate_array(job, tasks)
+    return JobStates(records=records, source=answered[0], authoritative=sacct_ok)
+
+
+def aggregate_array(job: str, tasks: Sequence[JobRecord]) -> JobRecord:
+    """One record standing for a whole array: active while any task is, COMPLETED only if all
+    tasks completed, else the first failed task's state and exit code."""
+    active = [t for t in tasks if t.state in ACTIVE_STATES]
+    failed = [t for t in tasks if t.state not in ACTIVE_STATES and t.state not in SUCCEEDED_STATES]
+    pick = active[0] if active else failed[0] if failed else tasks[0]
+    summary = f"array of {len(tasks)} records: " + ", ".join(f"{t.job_id}={t.state.value}" for t in tasks)
+    return JobRecord(
+        job_id=job,
+        name=pick.name,
+        state=pick.state,
+        exit_code=pick.exit_code,
+        signal=pick.signal,
+        elapsed=pick.elapsed,
+        start=min((t.start for t in tasks if t.start), default=""),
+        end="" if active else max((t.end for t in tasks if t.end), default=""),
+        node_list=pick.node_list,
+        alloc_tres=pick.alloc_tres,
+        reason=summary,
+        raw_state=pick.raw_state,
+    )
+
+
+def decode_chunk(data: bytes, offset: int, at_eof: bool) -> LogChunk:
+    """Decode bytes read at ``offset``; a UTF-8 character cut by the read size is left for the next
+    read (``next_offset`` stops before it) unless the file ends there."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=at_eof)
+    pending = len(decoder.getstate()[0])
+    return LogChunk(text=text, offset=offset, next_offset=offset + len(data) - pending)
+
+
+def check_command(command: str, exit_status: int, stdout: str, stderr: str, what: str) -> None:
+    """Raise SlurmCommandError naming ``what`` and Slurm's message when a command failed."""
+    if exit_status != 0:
+        message = " ".join((stderr or stdout).split()) or "no output"
+        raise SlurmCommandError(f"{what} failed (exit {exit_status}): {message}", command=command,
+                                exit_status=exit_status, stderr=stderr)  # fmt: skip

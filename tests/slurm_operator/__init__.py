@@ -1,0 +1,1 @@
+"""Tests of the Slurm-over-SSH layer (plugins/slurm_operator)."""

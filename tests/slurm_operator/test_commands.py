@@ -1,0 +1,79 @@
+"""The remote shell strings, exactly; quoting and validation."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+from slurm_operator import commands
+
+
+def test_sbatch_inline_and_path() -> None:
+    assert commands.sbatch() == "sbatch --parsable"
+    assert (
+        commands.sbatch(script_path="/p/my job.sh", sbatch_args=["--time=1", "--job-name=a b"])
+        == "sbatch --parsable --time=1 '--job-name=a b' '/p/my job.sh'"
+    )
+
+
+def test_sbatch_environment_goes_through_env() -> None:
+    cmd = commands.sbatch(script_path="/j.sh", environment={"CKPT_ITER": "100", "X": "a,b;$(rm -rf /)"})
+    assert cmd == "env -- CKPT_ITER=100 'X=a,b;$(rm -rf /)' sbatch --parsable /j.sh"
+
+
+@pytest.mark.parametrize("name", ["1X", "A-B", "", "A B"])
+def test_sbatch_refuses_bad_env_names(name: str) -> None:
+    with pytest.raises(ValueError, match="not a valid environment variable name"):
+        commands.sbatch(environment={name: "v"})
+
+
+def test_sbatch_refuses_empty_path() -> None:
+    with pytest.raises(ValueError, match="empty script path"):
+        commands.sbatch(script_path="")
+
+
+@pytest.mark.parametrize("bad", ["", "12;rm", "abc", "1_", "1.batch", "-1"])
+def test_job_ids_are_validated(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a Slurm job id"):
+        commands.job_id(bad)
+
+
+def test_job_states_is_one_sh_command() -> None:
+    cmd = commands.job_states(["3", "4_1", "3"])
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["sh", "-c"]
+    assert argv[3:] == ["sh", "3,4_1"]
+    assert f'sacct -X -P -n -o {commands.SACCT_FORMAT} -j "$1"' in argv[2]
+    with pytest.raises(ValueError, match="no job ids"):
+        commands.job_states([])
+
+
+def test_job_states_script_is_valid_posix_sh() -> None:
+    script = shlex.split(commands.job_states(["1"]))[2]
+    proc = subprocess.run(["sh", "-n", "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_find_active() -> None:
+    assert commands.find_active("autoexp-x.1") == (
+        f"squeue --me -h -r -o '{commands.SQUEUE_FORMAT}' --name=autoexp-x.1"
+    )
+    with pytest.raises(ValueError, match="not a usable Slurm job name"):
+        commands.find_active("a b")
+    with pytest.raises(ValueError, match="not a usable Slurm job name"):
+        commands.find_active("a,b")
+
+
+def test_scancel() -> None:
+    assert commands.scancel("12") == "scancel 12"
+    assert commands.scancel("12_3", signal="USR1") == "scancel --signal=USR1 12_3"
+    assert commands.scancel("12", signal="10") == "scancel --signal=10 12"
+    with pytest.raises(ValueError, match="not a signal"):
+        commands.scancel("12", signal="USR1; reboot")
+
+
+def test_mkdir_p() -> None:
+    assert commands.mkdir_p("/a b/c") == "mkdir -p -- '/a b/c'"
+    with pytest.raises(ValueError, match="not a usable remote path"):
+        commands.mkdir_p("")

@@ -1,0 +1,143 @@
+"""Parsers against output captured from the local Slurm 22.05 cluster (pure: no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+from slurm_operator import parsers
+from slurm_operator.commands import SECTION_MARK
+from slurm_operator.exceptions import (
+    SlurmCommandError,
+    SlurmParseError,
+    SlurmSubmitError,
+    SlurmSubmitLimitError,
+)
+from slurm_operator.states import SlurmState
+
+SACCT = """\
+1|na|me|FAILED|3:0|00:00:00|2026-11-29T20:14:34|2026-11-29T20:14:34|node18817|billing=1,cpu=1,node=1|None
+1.batch|batch|FAILED|3:0|00:00:00|2026-11-29T20:14:34|2026-11-29T20:14:34|node18817|cpu=1|
+3|wrap|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned||Dependency
+4|wrap|CANCELLED by 0|0:0|00:00:07|2026-11-29T20:15:00|2026-11-29T20:15:07|node18817|cpu=1|None
+5|wrap|TIMEOUT|0:0|00:01:21|2026-11-29T20:15:00|2026-11-29T20:16:21|node18817|cpu=1|None
+5.batch|batch|CANCELLED|0:15|00:01:21|2026-11-29T20:15:00|2026-11-29T20:16:21|node18817|cpu=1|
+2_0|wrap|COMPLETED|0:0|00:00:01|2026-11-29T20:14:34|2026-11-29T20:14:35|node18817|billing=1,cpu=1,node=1|None
+2_1|wrap|FAILED|2:0|00:00:01|2026-11-29T20:14:34|2026-11-29T20:14:36|node18817|billing=1,cpu=1,node=1|None
+"""
+
+SCONTROL = (
+    "JobId=5 ArrayJobId=2 ArrayTaskId=1 JobName=my job UserId=root(0) JobState=COMPLETED Reason=None "
+    "ExitCode=0:0 RunTime=00:00:01 StartTime=2026-11-29T20:14:34 EndTime=2026-11-29T20:14:35 "
+    "NodeList=node18817 TRES=cpu=1,node=1,billing=1 Power= \n"
+    "slurm_load_jobs error: Invalid job id specified\n"
+)
+
+
+def test_parse_sacct() -> None:
+    recs = {r.job_id: r for r in parsers.parse_sacct(SACCT)}
+    assert list(recs) == ["1", "3", "4", "5", "2_0", "2_1"]  # step rows skipped, array tasks kept
+    assert recs["1"].name == "na|me"  # a '|' in the job name does not shift the fields
+    assert (recs["1"].state, recs["1"].exit_code, recs["1"].signal) == (SlurmState.FAILED, 3, 0)
+    assert recs["1"].alloc_tres == "billing=1,cpu=1,node=1"
+    assert (recs["3"].state, recs["3"].exit_code, recs["3"].reason) == (
+        SlurmState.PENDING,
+        None,
+        "Dependency",
+    )
+    assert recs["3"].start == ""
+    assert recs["3"].node_list == ""
+    assert recs["4"].state is SlurmState.CANCELLED
+    assert recs["4"].raw_state == "CANCELLED by 0"
+    assert recs["5"].state is SlurmState.TIMEOUT
+
+
+def test_parse_sacct_garbage_is_quoted() -> None:
+    with pytest.raises(SlurmParseError, match=r"expected 10 '\|'-separated fields.*'garbage'"):
+        parsers.parse_sacct("garbage\n")
+
+
+def test_parse_squeue() -> None:
+    (rec,) = parsers.parse_squeue("3|wrap|PENDING|0:00|N/A|N/A||Dependency\n")
+    assert (rec.job_id, rec.state, rec.exit_code, rec.reason) == ("3", SlurmState.PENDING, None, "Dependency")
+
+
+def test_parse_scontrol() -> None:
+    (rec,) = parsers.parse_scontrol(SCONTROL)
+    assert (rec.job_id, rec.name, rec.state, rec.exit_code) == ("2_1", "my job", SlurmState.COMPLETED, 0)
+    assert rec.alloc_tres == "cpu=1,node=1,billing=1"
+
+
+def _sections(*parts: tuple[str, int, str]) -> str:
+    return "".join(f"{SECTION_MARK} {src} {rc}\n{text}" for src, rc, text in parts)
+
+
+def test_parse_job_states_sacct_is_authoritative_and_arrays_aggregate() -> None:
+    states = parsers.parse_job_states(_sections(("sacct", 0, SACCT)), "", ["1", "2", "3"])
+    assert states.source == "sacct"
+    assert states.authoritative
+    whole = states.records["2"]
+    assert (whole.state, whole.exit_code) == (SlurmState.FAILED, 2)
+    assert whole.reason.startswith("array of 2 records")
+
+
+def test_parse_job_states_fills_in_from_squeue() -> None:
+    out = _sections(("sacct", 0, ""), ("squeue", 0, "9|j|RUNNING|0:05|2026-11-29T20:14:34|N/A|n1|None\n"))
+    states = parsers.parse_job_states(out, "", ["9"])
+    assert states.records["9"].state is SlurmState.RUNNING
+    assert states.authoritative  # sacct answered; squeue only filled in a job not yet recorded
+
+
+def test_parse_job_states_without_accounting_is_not_authoritative() -> None:
+    out = _sections(("sacct", 1, ""), ("squeue", 1, ""), ("scontrol", 0, SCONTROL))
+    states = parsers.parse_job_states(out, "sacct: error: Slurm accounting storage is disabled\n", ["2_1"])
+    assert (states.source, states.authoritative) == ("scontrol", False)
+    assert states.records["2_1"].state is SlurmState.COMPLETED
+
+
+def test_parse_job_states_purged_job_is_absent_not_finished() -> None:
+    out = _sections(("sacct", 1, ""), ("squeue", 1, ""), ("scontrol", 0, ""))
+    err = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+    with pytest.raises(SlurmCommandError, match=r"no Slurm command could report jobs 7: .*Unable to contact"):
+        parsers.parse_job_states(out, err, ["7"])
+
+
+def test_parse_job_states_garbage() -> None:
+    with pytest.raises(SlurmParseError, match="does not start with a section line"):
+        parsers.parse_job_states("bash: sacct: command not found\n", "", ["1"])
+    with pytest.raises(SlurmParseError, match="printed nothing"):
+        parsers.parse_job_states("", "", ["1"])
+
+
+def test_parse_sbatch() -> None:
+    assert parsers.parse_sbatch("42\n") == "42"
+    assert parsers.parse_sbatch("42;cluster\n") == "42"
+    with pytest.raises(SlurmParseError, match="printed no job id: 'Submitted batch job 42'"):
+        parsers.parse_sbatch("Submitted batch job 42")
+
+
+def test_submit_errors() -> None:
+    reason = "Invalid account or account/partition combination specified"
+    err = parsers.submit_error(
+        "sbatch --parsable", 1, "", f"sbatch: error: Batch job submission failed: {reason}\n"
+    )
+    assert type(err) is SlurmSubmitError
+    assert str(err) == f"sbatch refused: Batch job submission failed: {reason}"
+    limit = (
+        "sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates"
+    )
+    err = parsers.submit_error("sbatch", 1, "", limit)
+    assert isinstance(err, SlurmSubmitLimitError)
+    assert str(err).startswith("sbatch refused for a submit limit (retry later): QOSMaxSubmitJobPerUserLimit")
+
+
+def test_exit_code() -> None:
+    assert parsers.parse_exit_code("0:15") == (0, 15)
+    assert parsers.parse_exit_code("") == (None, None)
+
+
+def test_decode_chunk_keeps_cut_characters_for_next_read() -> None:
+    data = "aé".encode()  # b"a\xc3\xa9"
+    first = parsers.decode_chunk(data[:2], 100, at_eof=False)
+    assert (first.text, first.offset, first.next_offset) == ("a", 100, 101)
+    second = parsers.decode_chunk(data[1:], first.next_offset, at_eof=True)
+    assert (second.text, second.next_offset) == ("é", 103)
+    assert parsers.decode_chunk(b"\xff", 0, at_eof=True).text == "\ufffd"
