@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,10 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 
 
 @pytest.fixture
-def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AUTOEXP_ROOT", str(REPO))
     monkeypatch.setenv("AUTOEXP_DEMO_DIR", str(tmp_path / "demo"))
-    yield tmp_path
+    return tmp_path
 
 
 def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
@@ -109,8 +108,9 @@ def test_bad_branch_iteration_names_file_and_line(demo_env: Path, monkeypatch: p
     dagbag = bag([broken], monkeypatch)
     assert dagbag.dags == {}
     assert list(dagbag.import_errors.values()) == [
-        f"CampaignConfigError: {broken}:{line}: ITER: cooldown CD_SCALE=8K branches at iteration 25, which is "
-        "not a multiple of SAVE_INTERVAL=20: no checkpoint will exist there (job demo_tiny_lr0.003_bs4_COOLDOWN8K_TRAIN)"
+        f"CampaignConfigError: {broken}:{line}: ITER: cooldown CD_SCALE=8K branches at iteration 25, "
+        "which is not a multiple of SAVE_INTERVAL=20: no checkpoint will exist there "
+        "(job demo_tiny_lr0.003_bs4_COOLDOWN8K_TRAIN)"
     ]
 
 

@@ -1,0 +1,161 @@
+"""Drive a running Airflow over REST: trigger every DAG of a campaign, wait, print reports and overhead."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("autoexp.demo")
+
+
+class Api:
+    """Minimal Airflow 3 REST client (the demo's stack lets every loopback caller in as admin)."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(  # noqa: S310 (fixed http://127.0.0.1 base)
+            f"{self.base}/api/v2/{path.lstrip('/')}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (fixed http://127.0.0.1)
+            raw = response.read()
+        return json.loads(raw) if raw else None
+
+    def wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                health = self.call("GET", "monitor/health")
+                if all(health.get(p, {}).get("status") == "healthy" for p in ("scheduler", "triggerer")):
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(2)
+        raise TimeoutError(f"Airflow at {self.base} not healthy after {timeout:.0f} s")
+
+    def wait_dag(self, dag_id: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.call("GET", f"dags/{dag_id}")
+                return
+            except urllib.error.HTTPError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"DAG {dag_id} was not parsed within {timeout:.0f} s") from None
+                time.sleep(2)
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        self.call("PATCH", f"dags/{dag_id}", {"is_paused": False})
+        run = self.call("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+        return str(run["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+
+def slurm_busy_seconds(since: float, until: float) -> float:
+    """Length of the union of all Slurm job intervals in [since, until] (local cluster's sacct)."""
+    start = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "-S", start, "-o", "Start,End"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    spans: list[tuple[float, float]] = []
+    for line in out.splitlines():
+        begin, _, end = line.partition("|")
+        try:
+            b = datetime.fromisoformat(begin).timestamp()
+            e = datetime.fromisoformat(end).timestamp() if end not in ("Unknown", "None", "") else until
+        except ValueError:
+            continue
+        spans.append((max(b, since), min(e, until)))
+    busy, cursor = 0.0, since
+    for b, e in sorted(spans):
+        b = max(b, cursor)
+        if e > b:
+            busy += e - b
+            cursor = e
+    return busy
+
+
+def print_report(report_dir: Path) -> None:
+    table = report_dir / "report.csv"
+    if not table.exists():
+        print(f"  (no report at {table})")
+        return
+    with table.open() as handle:
+        rows = list(csv.DictReader(handle))
+    cols = ["phase", "iteration", "tokens", "train_loss", "score"]
+    print("  " + "  ".join(c.ljust(12) for c in cols))
+    for r in rows:
+        print("  " + "  ".join((r.get(c) or "-")[:12].ljust(12) for c in cols))
+    for png in sorted(report_dir.glob("*.png")):
+        print(f"  plot: {png}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parser = argparse.ArgumentParser(prog="python -m autoexp.experiment.campaign_run", description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
+    args = parser.parse_args(argv)
+
+    from autoexp.config import expand, load_config
+    from autoexp.experiment.plan import plan_campaign
+    from autoexp.experiment.settings import parse_settings
+
+    config = load_config(args.config)
+    plans = plan_campaign(expand(config), parse_settings(config.airflow, args.config))
+    api = Api(args.port)
+    api.wait_healthy(300)
+    t0 = time.time()
+    runs = {}
+    for plan in plans:
+        api.wait_dag(plan.dag_id, 300)
+        runs[plan.dag_id] = api.trigger(plan.dag_id, {"dry_run": False})
+        log.info("triggered %s (%s)", plan.dag_id, runs[plan.dag_id])
+    states: dict[str, str] = {}
+    deadline = time.monotonic() + args.timeout
+    while len(states) < len(runs) and time.monotonic() < deadline:
+        for dag_id, run_id in runs.items():
+            if dag_id not in states:
+                state = api.run_state(dag_id, run_id)
+                if state in ("success", "failed"):
+                    states[dag_id] = state
+                    log.info("%s: %s after %.0f s", dag_id, state, time.time() - t0)
+        time.sleep(5)
+    t1 = time.time()
+    for plan in plans:
+        print(f"\n== {plan.dag_id}: {states.get(plan.dag_id, 'not finished')}")
+        print_report(Path(plan.pretrain.run_dir) / "report")
+    busy = slurm_busy_seconds(t0, t1)
+    print(
+        f"\ncampaign wall {t1 - t0:.0f} s (whole demo {t1 - args.started:.0f} s); some Slurm job running "
+        f"{busy:.0f} s; orchestration overhead (wall with no Slurm job running) {t1 - t0 - busy:.0f} s"
+    )
+    ok = len(states) == len(runs) and all(s == "success" for s in states.values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
