@@ -61,3 +61,17 @@ def documents(n_docs: int, seed: int = 0) -> Iterator[str]:
                 start = rng.randint(0, 10)
                 sentences.append(counting(start, rng.randint(3, len(NUMBER_WORDS) - start)))
         yield " ".join(sentences)
+
+
+def arithmetic_eval_rows() -> list[dict[str, object]]:
+    """Every ``a plus b`` question of the corpus (0 <= a, b <= 9), gold = index of the sum's word."""
+    return [
+        {"query": f"{NUMBER_WORDS[a]} plus {NUMBER_WORDS[b]} is", "gold": a + b}
+        for a in range(10)
+        for b in range(10)
+    ]
+
+
+def perplexity_eval_rows(n_docs: int = 40) -> list[dict[str, object]]:
+    """Held-out documents (a seed the training corpus never uses)."""
+    return [{"text": text} for text in documents(n_docs, seed=987_654_321)]

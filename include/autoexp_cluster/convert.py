@@ -1,0 +1,126 @@
+"""Megatron checkpoint (torch_dist or legacy) -> HuggingFace ``save_pretrained`` directory, exactly."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from autoexp_cluster.ckpt_reader import CheckpointError, read_checkpoint
+from autoexp_cluster.hf_mapping import (
+    UnsupportedArchitectureError,
+    arch_from_args,
+    choose_family,
+    hf_config,
+    map_tensors,
+)
+
+log = logging.getLogger("autoexp_cluster.convert")
+
+REMOTE_DIR = Path(__file__).resolve().parent / "hf_remote"
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "added_tokens.json",
+    "chat_template.jinja",
+)
+
+
+class ConversionError(Exception):
+    """Conversion failed; ``str()`` is one line naming the checkpoint."""
+
+
+def _copy_tokenizer(source: str | None, out: Path) -> bool:
+    # Megatron-LM's --tokenizer-model is a local HF tokenizer dir on the cluster: copy its files.
+    if not source:
+        return False
+    src = Path(source)
+    if src.is_dir():
+        copied = [name for name in TOKENIZER_FILES if (src / name).is_file()]
+        for name in copied:
+            shutil.copy2(src / name, out / name)
+        return bool(copied)
+    try:
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(source).save_pretrained(str(out))
+        return True
+    except (OSError, ValueError) as exc:
+        log.warning("tokenizer %s not copied: %s", source, exc)
+        return False
+
+
+def convert(load: Path, save: Path, tokenizer: str | None = None) -> str:
+    """Convert ``load`` (iter dir or checkpoints dir) into ``save``; returns the HF family used.
+
+    The directory appears atomically: everything is written to ``save.tmp`` and renamed, so a
+    killed conversion never leaves a half-written model that an evaluator could load.
+    """
+    from safetensors.torch import save_file
+
+    try:
+        ckpt = read_checkpoint(load)
+        arch = arch_from_args(ckpt.args, ckpt.tensors)
+        family = choose_family(arch)
+    except (CheckpointError, UnsupportedArchitectureError) as exc:
+        raise ConversionError(f"{load}: {exc}") from exc
+    except (KeyError, TypeError) as exc:
+        raise ConversionError(f"{load}: checkpoint args lack {exc}") from exc
+    try:
+        tensors = map_tensors(ckpt.tensors, arch, family)
+    except KeyError as exc:
+        raise ConversionError(f"{load}: checkpoint has no tensor {exc} needed for {family}") from exc
+    dtype = ckpt.tensors["embedding.word_embeddings.weight"].dtype
+    config = hf_config(arch, family, dtype)
+    config["autoexp"] = {"source": str(load), "iteration": ckpt.iteration, "format": ckpt.fmt}
+    tmp = save.with_name(save.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    if family == "autoexp_llama":
+        for name in ("configuration_autoexp_llama.py", "modeling_autoexp_llama.py"):
+            shutil.copy2(REMOTE_DIR / name, tmp / name)
+    tok_source = tokenizer or getattr(ckpt.args, "tokenizer_model", None)
+    if not _copy_tokenizer(tok_source, tmp):
+        log.warning("no tokenizer written to %s (source %r)", save, tok_source)
+    if save.exists():
+        shutil.rmtree(save)
+    os.replace(tmp, save)
+    log.info("converted %s (%s, iteration %d) -> %s as %s", load, ckpt.fmt, ckpt.iteration, save, family)
+    return family
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    p = argparse.ArgumentParser(prog="python -m autoexp_cluster.convert", description=__doc__)
+    p.add_argument(
+        "--load", type=Path, required=True, help="iter_%%07d dir, or a checkpoints dir (its tracker)"
+    )
+    p.add_argument("--save", type=Path, required=True, help="output HF directory")
+    p.add_argument(
+        "--tokenizer", default=None, help="tokenizer dir (default: the checkpoint's --tokenizer-model)"
+    )
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        family = convert(args.load, args.save, args.tokenizer)
+    except ConversionError as exc:
+        print(f"convert: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"converted {args.load} -> {args.save} ({family}) in {time.perf_counter() - t0:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
