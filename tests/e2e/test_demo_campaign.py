@@ -1,0 +1,101 @@
+"""Reduced demo (one experiment, one cooldown budget) through a real scheduler + triggerer over REST."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "config" / "demo.yaml"
+DAG_ID = "demo_demo_tiny_lr0.003_bs4"
+
+pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
+
+
+def reduced_config(folder: Path) -> Path:
+    """The demo with one model, one LR and one cooldown budget; 40 pretrain iterations (saves at 20, 40)."""
+    text = DEMO.read_text()
+    small, shared = text.index("  - small:"), text.index("SEQ_LENGTH:")
+    text = text[:small] + text[shared:]
+    text = text.replace("LR: [3e-3, 1e-2]", "LR: [3e-3]")
+    text = text.replace("        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n", "")
+    text = text.replace("TOTAL_TOKENS_NUM: 15360", "TOTAL_TOKENS_NUM: 10240")
+    path = folder / "demo-reduced.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> dict[str, Any]:
+    demo_dir = tmp_path / "campaign"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autoexp_cluster.prepare_data",
+            "--output",
+            str(demo_dir / "data"),
+            "--docs",
+            "800",
+        ],
+        check=True,
+        env={**slurm_cluster.env(), "PYTHONPATH": str(REPO / "include")},
+        timeout=300,
+    )
+    config = reduced_config(tmp_path)
+    env = {"AUTOEXP_CONFIGS": str(config), "AUTOEXP_ROOT": str(REPO), "AUTOEXP_DEMO_DIR": str(demo_dir)}
+    stack = airflow_stack_factory(REPO / "dags", **env)
+    subprocess.run(
+        [str(REPO / ".venv/bin/airflow"), "pools", "set", "slurm_local", "4", "local", "--include-deferred"],
+        check=True,
+        env=stack.env(),
+        capture_output=True,
+        timeout=120,
+    )
+    return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster}
+
+
+def sacct_names(cluster: Any, pattern: str) -> list[str]:
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,JobName,State", "-S", "now-1hour"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=cluster.env(),
+        timeout=60,
+    ).stdout
+    return [line for line in out.splitlines() if pattern in line]
+
+
+def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[str, Any]) -> None:
+    stack, demo_dir, cluster = campaign["stack"], campaign["dir"], campaign["cluster"]
+    run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
+    # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
+    stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
+    before = sacct_names(cluster, "pretrain")
+    assert len(before) == 1, before
+    stack.api(
+        "POST",
+        f"dags/{DAG_ID}/clearTaskInstances",
+        {"dag_run_id": run_id, "task_ids": ["pretrain.train"], "only_failed": False, "dry_run": False},
+    )
+    state = stack.wait_run(DAG_ID, run_id, timeout=900, poll=5)
+    assert state == "success", stack.task_states(DAG_ID, run_id)
+    after = [line for line in sacct_names(cluster, "pretrain") if "-train-" in line or "train" in line]
+    train_jobs = {line.split("|")[0] for line in after if "checkpoints" not in line}
+    assert len(train_jobs) == 1, after  # the cleared task re-attached to its running job
+    run_dir = demo_dir / "runs" / "demo_tiny_lr0.003_bs4"
+    for results in (
+        run_dir / "eval_results/iter_20/results.json",
+        run_dir / "eval_results/iter_40/results.json",
+        run_dir / "cooldown_s8K/eval_results/iter_32/results.json",
+    ):
+        assert json.loads(results.read_text())["results"], results
+    report = run_dir / "report"
+    assert (report / "report.csv").read_text().count("\n") == 4  # header + 3 checkpoints
+    assert (report / "score_vs_tokens.png").stat().st_size > 0
