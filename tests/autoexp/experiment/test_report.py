@@ -1,0 +1,50 @@
+"""Report parsing and shell snippets: pure functions, exact values."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from autoexp.experiment import commands, report
+
+LOG = """\
+ iteration        5/      40 | consumed samples: 20 | lm loss: 5.500000E+00 |
+ iteration       20/      40 | consumed samples: 80 | lm loss: 4.250000E+00 |
+ validation loss at iteration 40 | lm loss value: 3.900000E+00 |
+"""
+
+
+def test_losses_scores_and_rows() -> None:
+    train, val = report.losses_from_log(LOG)
+    assert train == {5: 5.5, 20: 4.25}
+    assert val == {40: 3.9}
+    results = {"results": {"a": {"acc,none": 0.5, "acc_norm,none": 0.75}, "b": {"acc,none": 0.25}}}
+    assert report.scores_from_results(results) == {"a/acc_norm": 0.75, "b/acc": 0.25}
+    row = report.row("pretrain", None, 30, 256, 1000, (train, val), results)
+    assert row["tokens"] == 7680
+    assert row["flops"] == 6 * 1000 * 7680
+    assert row["train_loss"] == 4.25  # the last logged loss at or before the checkpoint
+    assert row["score"] == 0.5
+    assert report.to_csv([row]).splitlines()[0].endswith("a/acc_norm,b/acc")
+
+
+def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
+    ckpt = tmp_path / "run dir" / "checkpoints"
+    ckpt.mkdir(parents=True)
+    (ckpt / commands.TRACKER).write_text("40\n")
+
+    def sh(cmd: str) -> str:
+        return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert sh(commands.tracker_reached(str(ckpt), 40)) == "1"
+    assert sh(commands.tracker_reached(str(ckpt), 41)) == "0"
+    assert sh(commands.tracker_value(str(ckpt))) == "40"
+    run = str(tmp_path / "run dir")
+    assert sh(commands.marker_exists(run, 40)) == "0"
+    Path(commands.done_marker(run, 40)).parent.mkdir()
+    Path(commands.done_marker(run, 40)).touch()
+    Path(commands.results_path(run, 40)).parent.mkdir(parents=True)
+    Path(commands.results_path(run, 40)).write_text("{}")
+    assert sh(commands.marker_exists(run, 40)) == "1"
+    assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 0"])) == "0"
+    assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 1"])) == "1"
