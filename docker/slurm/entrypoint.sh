@@ -10,6 +10,7 @@
 #   AIRFLOW_UID               owner of the published private key (50000, Airflow's uid)
 #   AUTOEXP_CLUSTER_CHECK_SECS  seconds between liveness checks; a dead daemon stops the container (15)
 #   AUTOEXP_CLUSTER_UP_ARGS   extra `local-cluster up` options, e.g. "--ssh-port 16821 --cpus 4" (none)
+#   AUTOEXP_DEMO_DIR          demo campaign folder; its data is prepared once when set (unset: skipped)
 set -euo pipefail
 
 REPO=${AUTOEXP_REPO:-/opt/autoexp}
@@ -55,6 +56,16 @@ publish_keys() {
     mv -f "$SHARE/.user.tmp" "$SHARE/user"
 }
 
+# config/demo.yaml trains on $AUTOEXP_DEMO_DIR/data. Made before the keys are published, so the
+# service is healthy (and Airflow starts) only once the data exists.
+prepare_demo_data() {
+    local dir=${AUTOEXP_DEMO_DIR:-}
+    if [ -z "$dir" ] || [ -e "$dir/.data-prepared" ]; then return 0; fi
+    log "preparing the demo data in $dir/data"
+    PYTHONPATH="$REPO/include" "$REPO/.venv/bin/python" -m autoexp_cluster.prepare_data --output "$dir/data"
+    touch "$dir/.data-prepared"
+}
+
 CHILDREN=()
 SLEEP_PID=""
 shutdown() {
@@ -72,6 +83,7 @@ trap 'shutdown 0' TERM INT
 clear_stale_pidfiles
 "$CLUSTER" up --dir "$BASE" --no-install "${UP_ARGS[@]}"
 eval "$("$CLUSTER" env --dir "$BASE")"
+prepare_demo_data
 publish_keys
 log "cluster up: ssh ${LOCAL_CLUSTER_SSH_USER}@${LOCAL_CLUSTER_SSH_HOST}:${LOCAL_CLUSTER_SSH_PORT}," \
     "account $LOCAL_CLUSTER_ACCOUNT, partitions $LOCAL_CLUSTER_PARTITIONS; keys in $SHARE"

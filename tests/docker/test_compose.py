@@ -171,3 +171,14 @@ def test_env_example_carries_no_secret() -> None:
 
 def test_connection_id_matches_the_local_cluster(services: dict[str, Any]) -> None:
     assert services["airflow-init"]["environment"]["AUTOEXP_SSH_CONN_ID"] == CONN_ID
+
+
+def test_demo_paths_agree_between_airflow_and_the_cluster(services: dict[str, Any]) -> None:
+    """config/demo.yaml renders ${AUTOEXP_ROOT}/.venv/bin/python and ${AUTOEXP_DEMO_DIR} in Airflow; the
+    slurm image must have them at the same paths (its venv is /opt/autoexp/.venv, from bootstrap)."""
+    airflow_env = services["airflow-scheduler"]["environment"]
+    assert airflow_env["AUTOEXP_ROOT"] == "/opt/autoexp"
+    demo_dir = airflow_env["AUTOEXP_DEMO_DIR"]
+    assert services["slurm"]["environment"]["AUTOEXP_DEMO_DIR"] == demo_dir
+    assert volume_targets(services["slurm"])[str(Path(demo_dir).parent)] == "slurm-runs"
+    assert dict(dockerfile_instructions(DOCKERFILES[1]))["WORKDIR"] == airflow_env["AUTOEXP_ROOT"]

@@ -91,17 +91,10 @@ class Entrypoint:
         )
 
 
-def alive(pid: int) -> bool:
+def alive(pid: int, group: bool = False) -> bool:
+    """Whether the process (or, with group, any process of the group led by pid) still exists."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     return True
@@ -184,7 +177,7 @@ def test_entrypoint_lifecycle_as_in_the_container(workdir: Path) -> None:
         assert run.stop() == 0
         assert [d for d, p in pids.items() if alive(p)] == []
         # socat, tail and sleep went with it: nothing is left in the entrypoint's process group.
-        assert not group_alive(run.proc.pid)
+        assert not alive(run.proc.pid, group=True)
     finally:
         run.kill()
 
