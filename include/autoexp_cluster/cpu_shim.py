@@ -14,12 +14,12 @@ log = logging.getLogger(__name__)
 _applied = False
 
 
-def apply_cpu_shim(seed: int) -> None:
+def apply_cpu_shim() -> None:
     """Patch the CUDA-only calls megatron-core makes on the local-spec and dist_checkpointing paths.
 
     The patch is process-wide (``torch.cuda.current_device`` is replaced), which is why the trainer
-    runs in its own process. Call after ``initialize_model_parallel``; it also seeds megatron's
-    model-parallel RNG tracker, which ``DotProductAttention`` forks even with dropout 0.
+    runs in its own process. Call after ``initialize_model_parallel`` and before seeding megatron's
+    model-parallel RNG tracker (which ``DotProductAttention`` forks even with dropout 0).
     """
     global _applied
     from megatron.core.tensor_parallel import random as mrand
@@ -51,5 +51,3 @@ def apply_cpu_shim(seed: int) -> None:
         mrand.CudaRNGStatesTracker.fork = fork
         _applied = True
         log.debug("megatron-core CPU shim applied")
-    mrand.get_cuda_rng_tracker().reset()
-    mrand.model_parallel_cuda_manual_seed(seed)

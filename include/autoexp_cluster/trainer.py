@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import os
+import random
 import signal
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -51,7 +53,6 @@ def _print(rt: Runtime, text: str) -> None:
 def init_runtime(args: argparse.Namespace) -> Runtime:
     """Initialise torch.distributed (torchrun env or a private single-process store) and megatron."""
     from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
     use_cuda = torch.cuda.is_available()
     rank = int(os.environ.get("RANK", "0"))
@@ -76,13 +77,23 @@ def init_runtime(args: argparse.Namespace) -> Runtime:
             rank, world = 0, 1
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1)
-    torch.manual_seed(args.seed)
-    if use_cuda:
-        model_parallel_cuda_manual_seed(args.seed)
-    else:
-        apply_cpu_shim(args.seed)
+    if not use_cuda:
+        apply_cpu_shim()
+    if args.bf16 and not use_cuda:
+        log.warning("--bf16 without CUDA: training in float32 (bf16 autocast is used on GPUs only)")
     device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
     return Runtime(rank=rank, world_size=world, device=device)
+
+
+def seed_everything(seed: int) -> None:
+    """Megatron-LM's seeding: python, numpy, torch and the model-parallel RNG tracker."""
+    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker, model_parallel_cuda_manual_seed
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    get_cuda_rng_tracker().reset()
+    model_parallel_cuda_manual_seed(seed)
 
 
 def build_optimizer(model: torch.nn.Module, args: argparse.Namespace) -> torch.optim.Optimizer:
@@ -158,6 +169,7 @@ class Trainer:
     def __init__(self, args: argparse.Namespace, rt: Runtime) -> None:
         self.args = args
         self.rt = rt
+        seed_everything(args.seed)
         tokenizer = load_tokenizer(args.tokenizer_model)
         args.padded_vocab_size = padded_vocab_size(
             tokenizer.vocab_size, args.make_vocab_size_divisible_by, args.tensor_model_parallel_size
@@ -171,6 +183,8 @@ class Trainer:
         self.iteration = 0
         self.valid_consumed = 0
         self.last_saved: int | None = None
+        # (iteration, loss, learning rate used) per step: what tests and benchmarks compare.
+        self.history: list[tuple[int, float, float]] = []
         self.tb: Any = None
         if args.tensorboard_dir and rt.rank == 0:
             from torch.utils.tensorboard import SummaryWriter
@@ -185,8 +199,11 @@ class Trainer:
         loss: torch.Tensor = (per_token.float() * mask).sum() / mask.sum().clamp(min=1.0)
         return loss
 
-    def train_step(self) -> tuple[float, float]:
-        """Forward/backward over the global batch, clip, AdamW step, scheduler step."""
+    def train_step(self) -> tuple[float, float, float]:
+        """Forward/backward over the global batch, clip, AdamW step, scheduler step.
+
+        Returns the loss, the gradient norm before clipping and the learning rate this step used.
+        """
         args, rt = self.args, self.rt
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
@@ -201,10 +218,11 @@ class Trainer:
         _allreduce_mean([p.grad for p in params if p.grad is not None] + [total], rt)
         max_norm = args.clip_grad if args.clip_grad > 0 else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        lr_used = float(self.opt.param_groups[0]["lr"])
         self.opt.step()
         self.scheduler.step(increment=args.global_batch_size)
         self.iteration += 1
-        return float(total.item()), float(grad_norm.item())
+        return float(total.item()), float(grad_norm.item()), lr_used
 
     @torch.no_grad()
     def evaluate(self) -> float | None:
@@ -305,7 +323,8 @@ class Trainer:
         interval_loss, interval_norm, interval_n = 0.0, 0.0, 0
         t_last = time.perf_counter()
         while self.iteration < args.train_iters:
-            loss, norm = self.train_step()
+            loss, norm, lr_used = self.train_step()
+            self.history.append((self.iteration, loss, lr_used))
             interval_loss += loss
             interval_norm += norm
             interval_n += 1
@@ -342,6 +361,19 @@ class Trainer:
         return 0
 
 
+def install_signal_handlers(rt: Runtime) -> None:
+    """SIGTERM/SIGUSR1 finish the current step, save and exit 0 (Megatron-LM's --exit-signal-handler).
+
+    Slurm sends SIGTERM at the time limit (then SIGKILL after KillWait): the checkpoint survives.
+    """
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        rt.stop_signal.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR1, on_signal)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: ``python train.py <megatron args>`` or under torchrun."""
     logging.basicConfig(
@@ -355,14 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
     rt = init_runtime(args)
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        # Slurm sends SIGTERM before the time limit: finish the step, save, exit 0 (Megatron-LM's
-        # --exit-signal-handler behaviour).
-        rt.stop_signal.append(signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGUSR1, on_signal)
+    install_signal_handlers(rt)
     try:
         return Trainer(args, rt).train()
     finally:
