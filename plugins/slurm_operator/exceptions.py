@@ -43,7 +43,7 @@ class RemotePathNotFoundError(SlurmError):
     """A remote file or folder does not exist."""
 
     def __init__(self, path: str, host: str = "") -> None:
-        super().__init__(f"remote path not found: {host + ':' if host else ''}{path}")
+        super().__init__(f"remote path not found: {path}" + (f" on {host}" if host else ""))
         self.path = path
 
 

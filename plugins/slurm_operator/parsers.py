@@ -38,7 +38,7 @@ _RETRYABLE_SUBMIT = re.compile(
     r"temporarily unable to accept|Socket timed out|Resource temporarily unavailable",
     re.IGNORECASE,
 )
-_EMPTY_VALUES = {"Unknown", "N/A", "None assigned", "(null)", "None"}
+_EMPTY_VALUES = {"Unknown", "N/A", "None assigned", "(null)", "None", "NONE"}
 _SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z/:_]*)=")
 
 

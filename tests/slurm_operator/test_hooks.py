@@ -1,0 +1,255 @@
+"""SlurmHook against the real local cluster over real SSH (jobs run concurrently: submit all, poll all)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_operator.exceptions import (
+    RemotePathNotFoundError,
+    SlurmConnectionError,
+    SlurmSubmitError,
+    SlurmSubmitLimitError,
+)
+from slurm_operator.hooks import SlurmHook
+from slurm_operator.records import JobStates
+from slurm_operator.states import TERMINAL_STATES, SlurmState
+
+from tests.fixtures.slurm_cluster import LocalCluster, free_ports
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def hook(slurm_cluster: LocalCluster) -> Iterator[SlurmHook]:
+    with SlurmHook(slurm_cluster.conn_id) as h:
+        yield h
+
+
+def poll_until_terminal(hook: SlurmHook, ids: list[str], deadline_s: float) -> JobStates:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        states = hook.job_states(ids)
+        if all(i in states.records and states.records[i].state in TERMINAL_STATES for i in ids):
+            return states
+        if time.monotonic() > deadline:
+            raise AssertionError(f"jobs not finished after {deadline_s} s: {states}")
+        time.sleep(0.5)
+
+
+def sacct_truth(cluster: LocalCluster, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """What sacct itself prints (state word, ExitCode) for these jobs, asked over plain ssh."""
+    out = cluster.ssh(f"sacct -X -P -n -o JobID,State,ExitCode -j {','.join(ids)}")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|") for line in out.stdout.splitlines() if line]
+    return {job: (state.split()[0], code) for job, state, code in rows}
+
+
+def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    jobs = slurm_cluster.jobs_dir
+    out = [f"--output={jobs}/%x-%j.out"]
+    ok = hook.submit(script="#!/bin/bash\necho ok-$GREETING\n", sbatch_args=[*out, "-J", "ok"],
+                     environment={"GREETING": "a b,c"})  # fmt: skip
+    fail = hook.submit(script="#!/bin/bash\nexit 3\n", upload_to=f"{jobs}/scripts/fail.sh", sbatch_args=out)
+    cancel = hook.submit(script="#!/bin/bash\nsleep 300\n", sbatch_args=[*out, "-p", "booster"])
+    parent = hook.submit(script="#!/bin/bash\nsleep 3\n", sbatch_args=out)
+    child = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, f"--dependency=afterok:{parent}"])
+    array = hook.submit(
+        script='#!/bin/bash\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 2\ntrue\n',
+        sbatch_args=[f"--output={jobs}/arr-%A_%a.out", "--array=0-2"],
+    )
+    assert len({ok, fail, cancel, parent, child, array}) == 6
+
+    first = hook.job_states([child, cancel])  # one command for both
+    assert first.records[child].state is SlurmState.PENDING
+    assert first.records[child].reason == "Dependency"
+    assert first.records[child].exit_code is None
+    deadline = time.monotonic() + 20
+    while hook.job_states([cancel]).records[cancel].state is not SlurmState.RUNNING:
+        assert time.monotonic() < deadline, "the sleep job never started"
+        time.sleep(0.2)
+    hook.cancel(cancel)
+
+    ids = [ok, fail, cancel, parent, child, array]
+    states = poll_until_terminal(hook, ids, deadline_s=60)
+    assert states.source == "sacct"
+    assert states.authoritative
+    rec = states.records
+    assert (rec[ok].state, rec[ok].exit_code, rec[ok].name) == (SlurmState.COMPLETED, 0, "ok")
+    assert (rec[fail].state, rec[fail].exit_code) == (SlurmState.FAILED, 3)
+    assert rec[cancel].state is SlurmState.CANCELLED
+    assert rec[cancel].raw_state.startswith("CANCELLED by ")
+    assert rec[child].state is SlurmState.COMPLETED
+    assert (rec[f"{array}_0"].state, rec[f"{array}_2"].state) == (SlurmState.COMPLETED, SlurmState.COMPLETED)
+    assert (rec[f"{array}_1"].state, rec[f"{array}_1"].exit_code) == (SlurmState.FAILED, 2)
+    assert (rec[array].state, rec[array].exit_code) == (SlurmState.FAILED, 2)  # the whole array failed
+
+    truth = sacct_truth(slurm_cluster, ids)
+    for job, (state, code) in truth.items():
+        assert rec[job].state.value == state, job
+        assert f"{rec[job].exit_code}:{rec[job].signal}" == code, job
+    assert (jobs / f"ok-{ok}.out").read_text() == "ok-a b,c\n"
+
+
+def test_unknown_job_is_absent_not_finished(hook: SlurmHook) -> None:
+    states = hook.job_states(["9999999"])
+    assert states.records == {}
+    assert states.authoritative  # sacct answered: the cluster really does not know it
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--account=nosuchaccount"], "Invalid account or account/partition combination"),
+        (["--partition=nosuch"], "Invalid partition name specified"),
+        (["--gres=gpu:4"], "Invalid generic resource"),
+        (["--mem=100000G"], "Memory specification can not be satisfied"),
+    ],
+)
+def test_refused_submissions_say_why(hook: SlurmHook, args: list[str], message: str) -> None:
+    with pytest.raises(SlurmSubmitError, match=message) as info:
+        hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=args)
+    assert not isinstance(info.value, SlurmSubmitLimitError)
+
+
+def test_missing_script_path(hook: SlurmHook) -> None:
+    with pytest.raises(SlurmSubmitError, match=r"Unable to open file /nonexistent/job\.sh"):
+        hook.submit(script_path="/nonexistent/job.sh")
+
+
+def test_submit_argument_errors(hook: SlurmHook) -> None:
+    with pytest.raises(ValueError, match="exactly one of script= and script_path="):
+        hook.submit()
+    with pytest.raises(ValueError, match="upload_to= needs script="):
+        hook.submit(script_path="/x.sh", upload_to="/y.sh")
+
+
+def test_find_active_jobs(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    name = f"autoexp-find-{time.time_ns()}"
+    job = hook.submit(script="#!/bin/bash\nsleep 60\n", sbatch_args=["-J", name, "--output=/dev/null"])
+    try:
+        found = hook.find_active_jobs(name)
+        assert [r.job_id for r in found] == [job]
+        assert found[0].state in {SlurmState.PENDING, SlurmState.RUNNING}
+        assert hook.find_active_jobs(name + "-other") == []
+    finally:
+        hook.cancel(job)
+
+
+def test_files(hook: SlurmHook, slurm_cluster: LocalCluster, tmp_path: Path) -> None:
+    base = f"{slurm_cluster.jobs_dir}/files-{time.time_ns()}"
+    hook.write_text(f"{base}/deep/a.txt", "héllo\nworld\n")
+    assert hook.read_text(f"{base}/deep/a.txt") == "héllo\nworld\n"
+    assert hook.list_dir(f"{base}/deep") == ["a.txt"]  # no temporary file left behind
+    st = hook.stat(f"{base}/deep/a.txt")
+    assert (st.exists, st.is_dir, st.size) == (True, False, 13)
+    assert hook.stat(f"{base}/deep").is_dir
+    assert not hook.stat(f"{base}/missing").exists
+
+    chunk = hook.read_log(f"{base}/deep/a.txt", offset=0, max_bytes=2)  # cuts "é" in half
+    assert (chunk.text, chunk.next_offset) == ("h", 1)
+    rest = hook.read_log(f"{base}/deep/a.txt", offset=chunk.next_offset)
+    assert (rest.text, rest.next_offset) == ("éllo\nworld\n", 13)
+    assert hook.read_log(f"{base}/deep/a.txt", offset=13).text == ""
+
+    local = tmp_path / "up.sh"
+    local.write_text("#!/bin/bash\n")
+    hook.upload_file(local, f"{base}/up.sh")
+    assert hook.read_text(f"{base}/up.sh") == "#!/bin/bash\n"
+    with pytest.raises(FileNotFoundError, match="local file to upload not found"):
+        hook.upload_file(tmp_path / "nope", f"{base}/x")
+
+    for call in (hook.read_text, hook.list_dir, hook.read_log):
+        with pytest.raises(RemotePathNotFoundError, match=f"remote path not found: {base}/missing on root@"):
+            call(f"{base}/missing")
+
+
+def test_run_reports_exit_status_and_timeout(hook: SlurmHook) -> None:
+    res = hook.run("echo out; echo err >&2; exit 3")
+    assert (res.exit_status, res.stdout, res.stderr) == (3, "out\n", "err\n")
+    assert hook.run("cat", stdin="piped").stdout == "piped"
+    with pytest.raises(Exception, match=r"remote command timed out after 0.5 s"):
+        hook.run("sleep 5", timeout=0.5)
+
+
+# -- connection faults: a real sshd refusing, real keys not matching ---------------------------------
+
+
+def _conn(monkeypatch: pytest.MonkeyPatch, cluster: LocalCluster, conn_id: str, **changes: object) -> str:
+    conn = json.loads(cluster.airflow_conn_json)
+    extra = {**conn["extra"], **changes.pop("extra", {})}  # type: ignore[dict-item]
+    conn.update(changes, extra={k: v for k, v in extra.items() if v is not None})
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+    return conn_id
+
+
+def _keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+def test_wrong_client_key(
+    monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    key = _keygen(tmp_path / "other")
+    conn = _conn(monkeypatch, slurm_cluster, "bad_key", extra={"key_file": str(key)})
+    with pytest.raises(
+        SlurmConnectionError, match=r"cannot connect to root@127.0.0.1:\d+ .*authentication failed"
+    ):
+        SlurmHook(conn).run("true")
+
+
+def test_wrong_host_key(monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalCluster, tmp_path: Path) -> None:
+    other = (_keygen(tmp_path / "fakehost").with_suffix(".pub")).read_text().split()
+    conn = _conn(monkeypatch, slurm_cluster, "bad_host_key", extra={"host_key": f"{other[0]} {other[1]}"})
+    with pytest.raises(SlurmConnectionError, match="host key does not match"):
+        SlurmHook(conn).run("true")
+
+
+def test_unknown_host_key(monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalCluster) -> None:
+    conn = _conn(monkeypatch, slurm_cluster, "no_host_key", extra={"host_key": None})
+    with pytest.raises(SlurmConnectionError, match="unknown host key"):
+        SlurmHook(conn).run("true")
+
+
+def test_nothing_listening(monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalCluster) -> None:
+    (port,) = free_ports(1)
+    conn = _conn(monkeypatch, slurm_cluster, "refused", port=port)
+    with pytest.raises(SlurmConnectionError, match="connection refused"):
+        SlurmHook(conn, connect_retries=0).run("true")
+
+
+def test_unreachable_host(monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalCluster) -> None:
+    # 192.0.2.0/24 is TEST-NET-1: never routed, so the connect attempt times out (or is unreachable).
+    conn = _conn(monkeypatch, slurm_cluster, "unreachable", host="192.0.2.1", extra={"conn_timeout": 1})
+    with pytest.raises(SlurmConnectionError, match=r"cannot connect to root@192\.0\.2\.1"):
+        SlurmHook(conn, connect_retries=0).run("true")
+
+
+def test_undefined_connection() -> None:
+    with pytest.raises(SlurmConnectionError, match="SSH connection 'no_such_conn' is unusable"):
+        SlurmHook("no_such_conn").run("true")
+
+
+def test_slurmctld_down(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    job = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=["--output=/dev/null"])
+    poll_until_terminal(hook, [job], deadline_s=30)
+    pid = slurm_cluster.pid("slurmctld")
+    assert pid is not None
+    subprocess.run(["kill", str(pid)], check=True)
+    try:
+        deadline = time.monotonic() + 15
+        while slurm_cluster.pid("slurmctld") is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        # Accounting still answers for a finished job: the state is known without the controller.
+        assert hook.job_states([job]).records[job].state is SlurmState.COMPLETED
+        with pytest.raises(SlurmSubmitError, match="Unable to contact slurm controller"):
+            hook.submit(script="#!/bin/bash\ntrue\n")
+    finally:
+        slurm_cluster.up()
+    assert hook.job_states([job]).records[job].state is SlurmState.COMPLETED
