@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,7 @@ def read_checkpoint(path: Path) -> MegatronCheckpoint:
             raise CheckpointError(
                 f"{path}: neither torch_dist (metadata.json) nor legacy (mp_rank_*/model_optim_rng.pt)"
             )
-    except (OSError, RuntimeError, ValueError, EOFError) as exc:
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
         raise CheckpointError(f"{path}: unreadable {type(exc).__name__}: {exc}") from exc
     args = common.get("args")
     if not isinstance(args, argparse.Namespace):
