@@ -38,6 +38,8 @@ class Entrypoint:
             "AUTOEXP_SSH_FORWARD_PORT": str(forward_port),
             "AIRFLOW_UID": str(os.getuid()),
             "AUTOEXP_CLUSTER_CHECK_SECS": "1",
+            # No demo data here: that step is the toolchain's, tested there.
+            "AUTOEXP_DEMO_DIR": "",
             "AUTOEXP_CLUSTER_UP_ARGS": f"--ctld-port {ctld} --slurmd-port {slurmd} --dbd-port {dbd} "
             f"--db-port {db} --ssh-port {ssh}",
         }
