@@ -1,0 +1,188 @@
+"""convert_helper.sh / cooldown_helper.sh on crafted run folders: glob trap, tracker, completeness, locks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+HELPERS = Path(__file__).resolve().parents[2] / "include" / "helpers"
+
+
+def helper(name: str, *args: object) -> str:
+    proc = subprocess.run(
+        ["bash", str(HELPERS / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def make_ckpt(ckpts: Path, it: int, *, complete: bool = True, dist: bool = False) -> Path:
+    d = ckpts / f"iter_{it:07d}"
+    if dist:
+        d.mkdir(parents=True)
+        (d / "metadata.json").write_text("{}")
+        (d / "__0_0.distcp").write_bytes(b"x")
+        if complete:
+            (d / ".metadata").write_bytes(b"x")
+            (d / "common.pt").write_bytes(b"x")
+    else:
+        (d / "mp_rank_00").mkdir(parents=True)
+        (d / "mp_rank_00" / "model_optim_rng.pt").write_bytes(b"x" if complete else b"")
+    return d
+
+
+def set_tracker(ckpts: Path, it: int) -> None:
+    ckpts.mkdir(parents=True, exist_ok=True)
+    (ckpts / "latest_checkpointed_iteration.txt").write_text(f"{it}\n")
+
+
+# ---- cooldown_helper.sh -------------------------------------------------------------------------
+
+
+def test_cooldown_glob_trap_does_not_match_longer_iteration(tmp_path: Path) -> None:
+    pre = tmp_path / "exp" / "checkpoints"
+    make_ckpt(pre, 12000)  # the seed's iter_[0]*2000 glob matches this for ITER=2000
+    set_tracker(pre, 12000)
+    assert helper("cooldown_helper.sh", tmp_path, "exp", 2000, "1B") == "0"
+    assert not (tmp_path / "exp" / "cooldown_s1B").exists()
+
+
+def test_cooldown_branches_exactly_and_is_idempotent(tmp_path: Path) -> None:
+    pre = tmp_path / "exp" / "checkpoints"
+    for it in (2000, 12000):
+        make_ckpt(pre, it)
+    set_tracker(pre, 12000)
+    cd = tmp_path / "exp" / "cooldown_s1B" / "checkpoints"
+    assert helper("cooldown_helper.sh", tmp_path, "exp", 2000, "1B") == "1"
+    assert (cd / "iter_0002000").resolve() == (pre / "iter_0002000").resolve()
+    assert (cd / "latest_checkpointed_iteration.txt").read_text().strip() == "2000"
+    assert sorted(p.name for p in cd.iterdir()) == ["iter_0002000", "latest_checkpointed_iteration.txt"]
+
+    # The cooldown trains and saves; a resubmission's start condition must not reset its tracker.
+    make_ckpt(cd, 2100)
+    set_tracker(cd, 2100)
+    assert helper("cooldown_helper.sh", tmp_path, "exp", 2000, "1B") == "1"
+    assert (cd / "latest_checkpointed_iteration.txt").read_text().strip() == "2100"
+
+
+@pytest.mark.parametrize(
+    ("tracker", "complete", "dist"),
+    [(1000, True, False), (2000, False, False), (2000, False, True)],
+    ids=["tracker-behind", "half-written-legacy", "half-written-torch-dist"],
+)
+def test_cooldown_waits_for_tracker_and_complete_files(
+    tmp_path: Path, tracker: int, complete: bool, dist: bool
+) -> None:
+    pre = tmp_path / "exp" / "checkpoints"
+    make_ckpt(pre, 2000, complete=complete, dist=dist)
+    set_tracker(pre, tracker)
+    assert helper("cooldown_helper.sh", tmp_path, "exp", 2000, "1B") == "0"
+    assert not (
+        tmp_path / "exp" / "cooldown_s1B" / "checkpoints" / "latest_checkpointed_iteration.txt"
+    ).exists()
+
+
+def test_cooldown_iter_zero_starts_from_scratch(tmp_path: Path) -> None:
+    make_ckpt(tmp_path / "exp" / "checkpoints", 0)  # the seed linked every iter_0…0 here
+    assert helper("cooldown_helper.sh", tmp_path, "exp", 0, "100M") == "1"
+    cd = tmp_path / "exp" / "cooldown_s100M" / "checkpoints"
+    assert cd.is_dir()
+    assert list(cd.iterdir()) == []
+
+
+def test_cooldown_bad_arguments_print_zero_with_message(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", str(HELPERS / "cooldown_helper.sh"), str(tmp_path), "exp", "2k", "1B"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert (proc.returncode, proc.stdout.strip()) == (0, "0")
+    assert "ITER must be a non-negative integer, got '2k'" in proc.stderr
+
+
+# ---- convert_helper.sh --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    ckpts = tmp_path / "run" / "checkpoints"
+    make_ckpt(ckpts, 20)
+    make_ckpt(ckpts, 40)
+    set_tracker(ckpts, 40)
+    for sub in ("converted_checkpoints", "in_progress_checkpoints"):
+        (tmp_path / "run" / sub).mkdir()
+    return tmp_path / "run"
+
+
+def test_convert_helper_counts_ready_unconverted(run_dir: Path) -> None:
+    assert helper("convert_helper.sh", run_dir) == "1"
+    (run_dir / "converted_checkpoints" / "iter_20.done").touch()
+    (run_dir / "converted_checkpoints" / "iter_40.done").touch()
+    assert helper("convert_helper.sh", run_dir) == "0"
+
+
+def test_convert_helper_ignores_partial_and_untracked_and_symlinked(run_dir: Path, tmp_path: Path) -> None:
+    (run_dir / "converted_checkpoints" / "iter_20.done").touch()
+    (run_dir / "converted_checkpoints" / "iter_40.done").touch()
+    ckpts = run_dir / "checkpoints"
+    make_ckpt(ckpts, 60, complete=False)  # being written
+    make_ckpt(ckpts, 80)  # complete but the tracker (40) has not reached it
+    other = make_ckpt(tmp_path / "pretrain", 10)
+    (ckpts / "iter_0000010").symlink_to(other)  # a cooldown's branch point belongs to the pretrain
+    (ckpts / "iter_12").mkdir()  # not iter_%07d
+    assert helper("convert_helper.sh", run_dir) == "0"
+    set_tracker(ckpts, 80)
+    assert helper("convert_helper.sh", run_dir) == "1"
+
+
+def test_convert_helper_min_iter_and_seed_call_form(run_dir: Path) -> None:
+    (run_dir / "converted_checkpoints" / "iter_40.done").touch()
+    assert helper("convert_helper.sh", run_dir, 30) == "0"
+    assert helper("convert_helper.sh", run_dir, "ignored", 30) == "0"  # the seed's $3
+    assert helper("convert_helper.sh", run_dir, 20) == "1"
+
+
+def test_live_lock_blocks_and_stale_locks_are_recovered(run_dir: Path) -> None:
+    (run_dir / "converted_checkpoints" / "iter_40.done").touch()
+    lock = run_dir / "in_progress_checkpoints" / "iter_20.lock"
+    host = socket.gethostname()
+    lock.write_text(f"pid {os.getpid()} {host}\n")  # this test process: alive
+    assert helper("convert_helper.sh", run_dir) == "0"
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lock.write_text(f"pid {dead.pid} {host}\n")  # owner gone: stale
+    assert helper("convert_helper.sh", run_dir) == "1"
+
+    lock.write_text("")  # the seed's owner-less lock: live until the TTL passes
+    assert helper("convert_helper.sh", run_dir) == "0"
+    old = time.time() - 7 * 3600
+    os.utime(lock, (old, old))
+    assert helper("convert_helper.sh", run_dir) == "1"
+
+
+def test_failure_cap_stops_poison_checkpoint(run_dir: Path) -> None:
+    (run_dir / "converted_checkpoints" / "iter_40.done").touch()
+    (run_dir / "in_progress_checkpoints" / "iter_20.failures").write_text("a\nb\n")
+    assert helper("convert_helper.sh", run_dir) == "1"
+    (run_dir / "in_progress_checkpoints" / "iter_20.failures").write_text("a\nb\nc\n")
+    assert helper("convert_helper.sh", run_dir) == "0"
+
+
+def test_convert_helper_without_checkpoints_prints_zero(tmp_path: Path) -> None:
+    assert helper("convert_helper.sh", tmp_path / "nothing") == "0"
+
+
+def test_helpers_are_shellcheck_clean() -> None:
+    # shellcheck comes with scripts/bootstrap (CI installs it): a missing binary fails here.
+    scripts = sorted(HELPERS.glob("*.sh"))
+    proc = subprocess.run(
+        ["shellcheck", "-x", *map(str, scripts)], capture_output=True, text=True, check=False, cwd=HELPERS
+    )
+    assert proc.returncode == 0, proc.stdout
