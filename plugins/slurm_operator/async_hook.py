@@ -227,18 +227,13 @@ class AsyncSlurmHook:
         environment: Mapping[str, str] | None = None,
     ) -> str:
         """As ``SlurmHook.submit``. Never re-sent after a dropped connection: that could submit twice."""
-        if (script is None) == (script_path is None):
-            raise ValueError("give exactly one of script= and script_path=")
-        if upload_to is not None and script is None:
-            raise ValueError("upload_to= needs script= (script_path= is already on the cluster)")
-        stdin = None
-        if script is not None and upload_to is not None:
-            await self.write_text(upload_to, script)
-            script_path = upload_to
-        elif script is not None:
-            stdin = script
-        command = commands.sbatch(script_path=script_path, sbatch_args=sbatch_args, environment=environment)
-        result = await self._run(command, stdin=stdin, limit_s=None, retry=False)
+        plan = commands.plan_submit(script, script_path, upload_to)
+        if plan.upload is not None:
+            await self.write_text(plan.upload, str(script))
+        command = commands.sbatch(
+            script_path=plan.script_path, sbatch_args=sbatch_args, environment=environment
+        )
+        result = await self._run(command, stdin=plan.stdin, limit_s=None, retry=False)
         if result.exit_status != 0:
             raise parsers.submit_error(command, result.exit_status, result.stdout, result.stderr)
         job = parsers.parse_sbatch(result.stdout)
@@ -282,14 +277,9 @@ class AsyncSlurmHook:
         async def read(sftp: Any) -> LogChunk:
             async with sftp.open(path, "rb") as fh:
                 size = (await fh.stat()).size or 0
-                start = offset
-                if start > size:
-                    log.warning(
-                        "%s shrank below offset %d (now %d bytes): reading from the start", path, start, size
-                    )
-                    start = 0
+                start, count = parsers.read_window(path, size, offset, max_bytes)
                 await fh.seek(start)
-                data = await fh.read(min(max_bytes, size - start)) if size > start else b""
+                data = await fh.read(count) if count else b""
             return parsers.decode_chunk(data, start, at_eof=start + len(data) >= size)
 
         return await self._sftp(path, read)

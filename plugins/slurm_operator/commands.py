@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 # Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
@@ -125,3 +126,23 @@ def _path(path: str) -> str:
     if not path or "\x00" in path:
         raise ValueError(f"not a usable remote path: {path!r}")
     return path
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    """How a submission travels: ``upload`` (write the script text there first), then ``sbatch``."""
+
+    upload: str | None
+    script_path: str | None
+    stdin: str | None
+
+
+def plan_submit(script: str | None, script_path: str | None, upload_to: str | None) -> SubmitPlan:
+    """Check the submit arguments (exactly one of script/script_path; upload_to only with script)."""
+    if (script is None) == (script_path is None):
+        raise ValueError("give exactly one of script= and script_path=")
+    if upload_to is not None and script is None:
+        raise ValueError("upload_to= needs script= (script_path= is already on the cluster)")
+    if script is not None and upload_to is not None:
+        return SubmitPlan(upload=upload_to, script_path=upload_to, stdin=None)
+    return SubmitPlan(upload=None, script_path=script_path, stdin=script)

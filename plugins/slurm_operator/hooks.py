@@ -209,18 +209,13 @@ class SlurmHook:
         cluster keeps a copy) or ``script_path`` (a path on the cluster). Raises SlurmSubmitError
         (or the retryable SlurmSubmitLimitError) with Slurm's reason when sbatch refuses.
         """
-        if (script is None) == (script_path is None):
-            raise ValueError("give exactly one of script= and script_path=")
-        if upload_to is not None and script is None:
-            raise ValueError("upload_to= needs script= (script_path= is already on the cluster)")
-        stdin = None
-        if script is not None and upload_to is not None:
-            self.write_text(upload_to, script)
-            script_path = upload_to
-        elif script is not None:
-            stdin = script
-        command = commands.sbatch(script_path=script_path, sbatch_args=sbatch_args, environment=environment)
-        result = self.run(command, stdin=stdin)
+        plan = commands.plan_submit(script, script_path, upload_to)
+        if plan.upload is not None:
+            self.write_text(plan.upload, str(script))
+        command = commands.sbatch(
+            script_path=plan.script_path, sbatch_args=sbatch_args, environment=environment
+        )
+        result = self.run(command, stdin=plan.stdin)
         if result.exit_status != 0:
             raise parsers.submit_error(command, result.exit_status, result.stdout, result.stderr)
         job = parsers.parse_sbatch(result.stdout)
@@ -277,14 +272,9 @@ class SlurmHook:
         def read(sftp: paramiko.SFTPClient) -> LogChunk:
             with sftp.open(path, "rb") as fh:
                 size = fh.stat().st_size or 0
-                start = offset
-                if start > size:
-                    log.warning(
-                        "%s shrank below offset %d (now %d bytes): reading from the start", path, start, size
-                    )
-                    start = 0
+                start, count = parsers.read_window(path, size, offset, max_bytes)
                 fh.seek(start)
-                data = fh.read(min(max_bytes, size - start)) if size > start else b""
+                data = fh.read(count) if count else b""
             return parsers.decode_chunk(data, start, at_eof=start + len(data) >= size)
 
         chunk: LogChunk = self._sftp_call(path, read)

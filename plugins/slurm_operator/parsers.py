@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import logging
 import re
 from collections.abc import Iterable, Sequence
 
@@ -15,6 +16,8 @@ from slurm_operator.exceptions import (
 )
 from slurm_operator.records import JobRecord, JobStates, LogChunk
 from slurm_operator.states import ACTIVE_STATES, SUCCEEDED_STATES, SlurmState
+
+log = logging.getLogger(__name__)
 
 SACCT_FIELDS = (
     "JobID",
@@ -246,6 +249,18 @@ def decode_chunk(data: bytes, offset: int, at_eof: bool) -> LogChunk:
     text = decoder.decode(data, final=at_eof)
     pending = len(decoder.getstate()[0])
     return LogChunk(text=text, offset=offset, next_offset=offset + len(data) - pending)
+
+
+def read_window(path: str, size: int, offset: int, max_bytes: int) -> tuple[int, int]:
+    """(start, count) of the bytes to read from a file of ``size`` bytes at ``offset``.
+
+    A file shorter than the offset was replaced (a new attempt reusing the path): read it from the start.
+    """
+    start = offset
+    if start > size:
+        log.warning("%s shrank below offset %d (now %d bytes): reading from the start", path, start, size)
+        start = 0
+    return start, max(0, min(max_bytes, size - start))
 
 
 def check_command(command: str, exit_status: int, stdout: str, stderr: str, what: str) -> None:

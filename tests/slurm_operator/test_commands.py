@@ -77,3 +77,11 @@ def test_mkdir_p() -> None:
     assert commands.mkdir_p("/a b/c") == "mkdir -p -- '/a b/c'"
     with pytest.raises(ValueError, match="not a usable remote path"):
         commands.mkdir_p("")
+
+
+def test_plan_submit() -> None:
+    assert commands.plan_submit("s", None, None) == commands.SubmitPlan(
+        upload=None, script_path=None, stdin="s"
+    )
+    assert commands.plan_submit("s", None, "/u.sh") == commands.SubmitPlan("/u.sh", "/u.sh", None)
+    assert commands.plan_submit(None, "/p.sh", None) == commands.SubmitPlan(None, "/p.sh", None)

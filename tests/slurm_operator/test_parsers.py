@@ -141,3 +141,10 @@ def test_decode_chunk_keeps_cut_characters_for_next_read() -> None:
     second = parsers.decode_chunk(data[1:], first.next_offset, at_eof=True)
     assert (second.text, second.next_offset) == ("é", 103)
     assert parsers.decode_chunk(b"\xff", 0, at_eof=True).text == "\ufffd"
+
+
+def test_read_window() -> None:
+    assert parsers.read_window("/l", size=10, offset=4, max_bytes=100) == (4, 6)
+    assert parsers.read_window("/l", size=10, offset=4, max_bytes=2) == (4, 2)
+    assert parsers.read_window("/l", size=10, offset=10, max_bytes=2) == (10, 0)
+    assert parsers.read_window("/l", size=3, offset=10, max_bytes=100) == (0, 3)  # replaced file
