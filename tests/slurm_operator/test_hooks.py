@@ -253,3 +253,22 @@ def test_slurmctld_down(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
     finally:
         slurm_cluster.up()
     assert hook.job_states([job]).records[job].state is SlurmState.COMPLETED
+
+
+@pytest.mark.slow
+def test_timeout_and_purged_job(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    """--time=1 ends in TIMEOUT (~80-90 s: slurmctld checks limits every ~30 s); by then the quick job
+    has left slurmctld's memory (MinJobAge=30), and sacct still reports it."""
+    quick = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=["--output=/dev/null"])
+    slow = hook.submit(script="#!/bin/bash\nsleep 300\n", sbatch_args=["--output=/dev/null", "--time=1"])
+    states = poll_until_terminal(hook, [quick, slow], deadline_s=150)
+    rec = states.records[slow]
+    assert (rec.state, rec.exit_code) == (SlurmState.TIMEOUT, 0)
+    assert states.records[quick].state is SlurmState.COMPLETED
+    deadline = time.monotonic() + 60
+    while slurm_cluster.ssh(f"squeue -h -j {quick}").returncode == 0:  # rc 1 "Invalid job id" once purged
+        assert time.monotonic() < deadline, "slurmctld never purged the finished job"
+        time.sleep(1)
+    again = hook.job_states([quick])
+    assert (again.source, again.records[quick].state) == ("sacct", SlurmState.COMPLETED)
+    assert sacct_truth(slurm_cluster, [slow]) == {slow: ("TIMEOUT", "0:0")}
