@@ -25,7 +25,7 @@ def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
     expander = GridExpander(file)
     assignments = expander.expand(config.root)
     jobs: list[Job] = []
-    origin_strings: dict[int, str] = {}
+    templates: dict[str, Path] = {}
     for index, assignment in enumerate(assignments):
         params, lines = flatten(assignment)
         try:
@@ -34,8 +34,7 @@ def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
             raise ConfigError(
                 file, lines.get(exc.var, 1), exc.var, f"{exc.message} (job #{index + 1})"
             ) from None
-        origins = {k: origin_strings.setdefault(n, f"{file}:{n}") for k, n in lines.items()}
-        jobs.append(_make_job(config, file, index, params, origins, lines))
+        jobs.append(_make_job(config, file, index, params, lines, templates))
     _check_unique_names(jobs, file)
     return jobs, [axis for axis in expander.axes if any(axis in job.params for job in jobs[:1])]
 
@@ -45,8 +44,8 @@ def _make_job(
     file: str,
     index: int,
     params: dict[str, Scalar],
-    origins: dict[str, str],
     lines: dict[str, int],
+    templates: dict[str, Path],
 ) -> Job:
     for key in MANDATORY_KEYS:
         if key not in params:
@@ -74,7 +73,9 @@ def _make_job(
             f"must be a positive whole number of seconds, got {interval!r}",
         )
     template_value = text("template")
-    template = (config.folder / Path(template_value)).resolve() if template_value else None
+    template = templates.get(template_value)
+    if template is None and template_value:
+        template = templates.setdefault(template_value, (config.folder / template_value).resolve())
     return Job(
         name=text("name"),
         params=MappingProxyType(params),
@@ -88,7 +89,8 @@ def _make_job(
         termination_cmd=text("termination_cmd"),
         index=index,
         config_path=config.path,
-        origins=MappingProxyType(origins),
+        lines=MappingProxyType(lines),
+        source=file,
     )
 
 
@@ -104,7 +106,7 @@ def _check_unique_names(jobs: list[Job], file: str) -> None:
             for k in dict.fromkeys([*other.params, *job.params])
             if other.params.get(k) != job.params.get(k)
         ]
-        line = int(job.origins.get("name", f"{file}:1").rpartition(":")[2])
+        line = job.lines.get("name", 1)
         raise ConfigError(
             file,
             line,

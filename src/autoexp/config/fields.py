@@ -33,6 +33,7 @@ def head_name(field: str) -> str | None:
     return match.group(0) if match else None
 
 
+@lru_cache(maxsize=65536)
 def referenced_names(text: str) -> tuple[str, ...]:
     """Variable names referenced by ``text``'s replacement fields, including nested format specs."""
     names: list[str] = []

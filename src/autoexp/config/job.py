@@ -35,6 +35,8 @@ class Job:
         termination_cmd: AutoExperiment's JobDef fields (values as written, after substitution).
         index: position in expansion order (0-based).
         config_path: the config file the job comes from.
+        lines: the line of the assignment that set each variable (``-f`` overrides are line 1 of
+            ``<-f KEY=VALUE>``); ``source`` is the config file as shown in messages.
     """
 
     name: str
@@ -49,11 +51,12 @@ class Job:
     termination_cmd: str = ""
     index: int = 0
     config_path: Path = Path("config.yaml")
-    origins: Mapping[str, str] = field(default_factory=dict, repr=False)
+    lines: Mapping[str, int] = field(default_factory=dict, repr=False)
+    source: str = "config.yaml"
 
     def origin(self, var: str) -> str:
         """``file:line`` of the assignment that set ``var`` (KeyError if the job has no such variable)."""
-        return self.origins[var]
+        return f"{self.source}:{self.lines[var]}"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Job):

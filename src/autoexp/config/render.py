@@ -25,11 +25,10 @@ def read_template(job: Job) -> str:
             _TEMPLATE_CACHE[key] = text
         return text
     except (OSError, UnicodeDecodeError) as exc:
-        where = job.origins.get("template", f"{job.config_path}:1")
-        file, _, line = where.rpartition(":")
+        line = job.lines.get("template", 1)
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(
-            file, int(line), "template", f"cannot read template {job.template}: {reason}"
+            job.source, line, "template", f"cannot read template {job.template}: {reason}"
         ) from None
 
 

@@ -52,14 +52,28 @@ def _may_change(value: Scalar) -> bool:
     return type(value) is str and ("{" in value or "}" in value or is_expr(value))
 
 
+_CYCLE_CACHE: dict[tuple[tuple[str, str], ...], list[str] | None] = {}
+
+
 def find_cycle(params: dict[str, Scalar]) -> list[str] | None:
     """A reference cycle among the variables (``A -> B -> A``), or None."""
+    # Only the strings holding fields matter, and jobs of one grid share most of them.
+    items = tuple((k, v) for k, v in params.items() if type(v) is str and "{" in v)
+    if items in _CYCLE_CACHE:
+        return _CYCLE_CACHE[items]
+    if len(_CYCLE_CACHE) > 10_000:
+        _CYCLE_CACHE.clear()
+    found = _find_cycle(items)
+    _CYCLE_CACHE[items] = found
+    return found
+
+
+def _find_cycle(items: tuple[tuple[str, str], ...]) -> list[str] | None:
     graph: dict[str, tuple[str, ...]] = {}
-    for key, value in params.items():
-        if type(value) is str and "{" in value:
-            refs = tuple(n for n in referenced_names(value) if n in params)
-            if refs:
-                graph[key] = refs
+    for key, value in items:
+        refs = referenced_names(value)
+        if refs:
+            graph[key] = refs
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     stack: list[str] = []
 
@@ -97,13 +111,23 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
     if cycle:
         raise SubstitutionError(cycle[0], "reference cycle " + " -> ".join(cycle))
     # Only strings with braces can change under str.format; only exprs can change by evaluation.
-    pending = [k for k, v in params.items() if _may_change(v)]
+    pending = [k for k, v in params.items() if type(v) is str and ("{" in v or "}" in v or v[:5] == "expr(")]
+    original = params.copy()
     max_passes = len(params) + 10
+    changed: set[str] | None = None  # None: the first pass looks at everything
     for _ in range(max_passes):
         old = params.copy()
-        evaled = {k: v for k, v in old.items() if not is_expr(v)}
+        evaled = old.copy()
+        for key in pending:
+            text = cast(str, old[key])
+            if text.startswith("expr(") and text.endswith(")"):
+                del evaled[key]
+        now_changed: set[str] = set()
         for key in pending:
             value = cast(str, old[key])  # pending holds only strings
+            # A value whose text and referents did not change last pass gives the same result again.
+            if changed is not None and key not in changed and changed.isdisjoint(referenced_names(value)):
+                continue
             if "{" in value or "}" in value:
                 why = unsafe_field(value)
                 if why:
@@ -116,13 +140,16 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
                     if len(value) > MAX_VALUE_CHARS:
                         raise SubstitutionError(key, f"value grows past {MAX_VALUE_CHARS} characters")
                     params[key] = value
-            if is_expr(value):
+            if value.startswith("expr(") and value.endswith(")"):
                 # On failure AutoExperiment keeps the expr and retries it on the next pass.
                 with contextlib.suppress(safe_expr.ExprError):
                     params[key] = eval_expr(value)
-        if old == params:
-            _check_resolved(params)
+            if params[key] != old[key]:
+                now_changed.add(key)
+        if not now_changed:  # AutoExperiment's `old_params == params`
+            _check_resolved(params, original)
             return params
+        changed = now_changed
         pending = [k for k in pending if _may_change(params[k])]
     unsettled = [k for k in pending if _may_change(params[k])]
     var = unsettled[0] if unsettled else next(iter(params))
@@ -134,19 +161,37 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
     )
 
 
-def _check_resolved(params: dict[str, Scalar]) -> None:
+def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar]) -> None:
+    """Raise for the first variable that did not resolve and does not merely wait on another one."""
+    broken = [
+        k
+        for k, v in params.items()
+        if type(v) is str and ("{" in v or v.startswith("expr(")) and _leftover(v)
+    ]
+    if not broken:
+        return
     evaled = {k: v for k, v in params.items() if not is_expr(v)}
-    for key, value in params.items():
-        if type(value) is not str:
-            continue
-        problem = unresolved_problem(value, evaled, params)
-        if problem:
-            raise SubstitutionError(key, problem)
-        if is_expr(value):
-            try:
-                eval_expr(value)
-            except safe_expr.ExprError as exc:
-                raise SubstitutionError(key, f"{value} refused: {exc}") from None
+    broken_set = set(broken)
+    # A variable whose written value refers to another broken one only inherits the problem.
+    roots = [
+        k for k in broken if not any(n in broken_set and n != k for n in referenced_names(str(original[k])))
+    ]
+    key = (roots or broken)[0]
+    value = str(params[key])
+    problem = unresolved_problem(value, evaled, params)
+    if problem:
+        raise SubstitutionError(key, problem)
+    try:
+        eval_expr(value)
+    except safe_expr.ExprError as exc:
+        raise SubstitutionError(key, f"{value} refused: {exc}") from None
+    raise SubstitutionError(
+        key, f"{value} did not resolve"
+    )  # pragma: no cover (a leftover always has a reason)
+
+
+def _leftover(value: str) -> bool:
+    return is_expr(value) or any(head_name(f) is not None for f in field_names(value))
 
 
 def unresolved_problem(text: str, values: dict[str, Any], defined: dict[str, Any]) -> str | None:
