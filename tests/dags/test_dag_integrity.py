@@ -14,11 +14,11 @@ DEMO = REPO / "config" / "demo.yaml"
 SEED = REPO / "config" / "scaling_exps.yaml"
 
 
-@pytest.fixture
-def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("AUTOEXP_ROOT", str(REPO))
-    monkeypatch.setenv("AUTOEXP_DEMO_DIR", str(tmp_path / "demo"))
-    return tmp_path
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean checkout: nothing set but the config list (the DAG file derives the rest)."""
+    for name in ("AUTOEXP_ROOT", "AUTOEXP_DEMO_DIR"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
@@ -26,7 +26,7 @@ def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
     return BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
 
 
-def test_demo_config_gives_one_dag_per_experiment(demo_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatch) -> None:
     dagbag = bag([DEMO], monkeypatch)
     assert dagbag.import_errors == {}
     assert sorted(dagbag.dags) == [
@@ -46,21 +46,13 @@ def test_demo_config_gives_one_dag_per_experiment(demo_env: Path, monkeypatch: p
         [
             "stage",
             "report",
-            "pretrain.enabled",
             "pretrain.train",
             "pretrain.checkpoints.wait",
             "pretrain.checkpoints.convert_eval",
             *[
                 f"cooldown_{b}.{t}"
                 for b in ("8K", "12K")
-                for t in (
-                    "enabled",
-                    "wait_branch_checkpoint",
-                    "start_condition",
-                    "train",
-                    "checkpoints.wait",
-                    "checkpoints.convert_eval",
-                )
+                for t in ("wait_branch_checkpoint", "train", "checkpoints.wait", "checkpoints.convert_eval")
             ],
         ]
     )
@@ -69,10 +61,23 @@ def test_demo_config_gives_one_dag_per_experiment(demo_env: Path, monkeypatch: p
     assert train.retries == 1
     assert train.completion_regex == "after training is done"
     assert "latest_checkpointed_iteration.txt" in train.completion_command
-    assert train.output_path.endswith("/runs/demo_tiny_lr0.003_bs4/slurm_train-%j.out")
+    # No env set: the run folder defaults under the checkout's .state/.
+    run_dir = REPO / ".state/demo/campaign/runs/demo_tiny_lr0.003_bs4"
+    assert train.output_path == f"{run_dir}/slurm_train-%j.out"
+    assert train.start_condition == ""
+    cooldown = dag.task_dict["cooldown_12K.train"]
+    assert cooldown.start_condition.startswith(f"{REPO}/include/helpers/cooldown_helper.sh ")
+    assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint"}
     wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
     assert wait.iteration == 40
-    assert wait.checkpoint_dir.endswith("/runs/demo_tiny_lr0.003_bs4/checkpoints")
+    assert wait.checkpoint_dir == f"{run_dir}/checkpoints"
+    # The branch wait watches pretraining's outcome and gives up after pretraining's time budget:
+    # (retries 1 + 1) x max_attempts 3 x TIME 15 min + 1 h of queueing.
+    assert wait.watch_phase == "pretrain"
+    assert wait.timeout_secs == 2 * 3 * 900 + 3600
+    assert dag.task_dict["pretrain.checkpoints.wait"].watch_phase == "pretrain"
+    assert dag.task_dict["cooldown_8K.checkpoints.wait"].watch_phase == "cooldown_8K"
+    assert dag.task_dict["stage"].upstream_task_ids == set()
     # One mapped instance per expected checkpoint: pretraining saves at 20, 40 and 60.
     group = dag.task_group_dict["pretrain.checkpoints"]
     iterations = [kw["iteration"] for kw in group._expand_input.value]
@@ -88,9 +93,9 @@ def test_demo_config_gives_one_dag_per_experiment(demo_env: Path, monkeypatch: p
 
 
 def test_broken_config_is_an_import_error_and_spares_the_others(
-    demo_env: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = demo_env / "broken.yaml"
+    broken = tmp_path / "broken.yaml"
     broken.write_text(DEMO.read_text().replace("  retries: 1\n", "  retries: many\n"))
     dagbag = bag([broken, DEMO], monkeypatch)
     assert len(dagbag.dags) == 4
@@ -99,10 +104,10 @@ def test_broken_config_is_an_import_error_and_spares_the_others(
     ]
 
 
-def test_bad_branch_iteration_names_file_and_line(demo_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_branch_iteration_names_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = DEMO.read_text()
     formula = next(line for line in text.splitlines() if line.strip().startswith("ITER:"))
-    broken = demo_env / "odd.yaml"
+    broken = tmp_path / "odd.yaml"
     broken.write_text(text.replace(formula, "      ITER: 25"))
     line = text.splitlines().index(formula) + 1
     dagbag = bag([broken], monkeypatch)

@@ -114,18 +114,29 @@ def print_report(report_dir: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     parser = argparse.ArgumentParser(prog="python -m autoexp.experiment.campaign_run", description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--check", action="store_true", help="only build the config's DAGs and exit")
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
     args = parser.parse_args(argv)
 
-    from autoexp.config import expand, load_config
-    from autoexp.experiment.plan import plan_campaign
-    from autoexp.experiment.settings import parse_settings
+    from autoexp.config import ConfigError
+    from autoexp.experiment.factory import load_plans
+    from autoexp.experiment.plan import PlanError
+    from autoexp.experiment.settings import SettingsError
 
-    config = load_config(args.config)
-    plans = plan_campaign(expand(config), parse_settings(config.airflow, args.config))
+    try:
+        plans, _ = load_plans(args.config)
+        if args.check:
+            from autoexp.experiment.factory import build_dags
+
+            dags = build_dags(args.config)
+            print(f"{args.config}: {len(dags)} DAGs: {', '.join(d.dag_id for d in dags)}")
+            return 0
+    except (ConfigError, SettingsError, PlanError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     api = Api(args.port)
     api.wait_healthy(300)
     t0 = time.time()

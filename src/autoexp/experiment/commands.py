@@ -51,3 +51,8 @@ def all_say_one(commands: list[str]) -> str:
         return commands[0]
     tests = " && ".join(f'[ "$(bash -c {shlex.quote(c)})" = 1 ]' for c in commands)
     return f"if {tests}; then echo 1; else echo 0; fi"
+
+
+def remove_file(path: str) -> str:
+    """Remove one file if it exists (never fails)."""
+    return f"rm -f -- {shlex.quote(path)}"

@@ -11,18 +11,27 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup, task, task_group
+from airflow.sdk import DAG, Asset, Param, TaskGroup, task_group
+from airflow.sdk.definitions.param import ParamsDict
 
-from autoexp.experiment import commands, tasks
+from autoexp.experiment import cache, commands, tasks
 from autoexp.experiment.docs import doc_md
 from autoexp.experiment.notify import CampaignNotifier
-from autoexp.experiment.operators import CampaignSlurmOperator, CheckpointIterationSensor
+from autoexp.experiment.operators import (
+    CampaignSlurmOperator,
+    CheckpointWait,
+    ReportOperator,
+    StageOperator,
+    state_dir_of,
+)
+from autoexp.experiment.paths import ensure_default_env
 from autoexp.experiment.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, plan_campaign
 from autoexp.experiment.report import param_count
 from autoexp.experiment.settings import AirflowSettings, SettingsError, parse_settings
 
 log = logging.getLogger(__name__)
 CONFIGS_ENV = "AUTOEXP_CONFIGS"
+_MAX_ACTIVE_TASKS = 64
 
 
 class CampaignConfigError(Exception):
@@ -73,6 +82,20 @@ def _train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
     return commands.all_say_one(checks), notes
 
 
+_UNBOUNDED_WAIT = 7 * 86400.0
+_QUEUE_SLACK = 3600.0
+
+
+def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:
+    """Seconds a wait for one of ``phase``'s checkpoints may last (see checkpoint_timeout_secs)."""
+    if settings.checkpoint_timeout_secs:
+        return settings.checkpoint_timeout_secs
+    if phase.time_limit_secs is None:
+        return _UNBOUNDED_WAIT
+    attempts = (settings.retries + 1) * settings.max_attempts
+    return attempts * phase.time_limit_secs + _QUEUE_SLACK
+
+
 def _checkpoint_group(
     phase: PhasePlan, settings: AirflowSettings, script_path: str, remote_dir: str, poll: float
 ) -> Any:
@@ -80,20 +103,26 @@ def _checkpoint_group(
     assert phase.convert is not None
     out_dir = posixpath.dirname(phase.convert.output_file) or phase.run_dir
     out_stem = _stem(phase.convert.output_file) or "convert"
+    state_dir = state_dir_of(remote_dir)
+    budget = wait_budget(phase, settings)
 
     @task_group(group_id="checkpoints")
     def checkpoints(iteration: int, ckpt_iter: str, completion: str, output_path: str) -> None:
-        wait = CheckpointIterationSensor(
+        wait = CheckpointWait(
             task_id="wait",
+            phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
             checkpoint_dir=phase.checkpoint_dir,
             iteration=iteration,
+            state_dir=state_dir,
+            watch_phase=phase.key,
+            timeout_secs=budget,
             poll_interval=poll,
             settle_seconds=settings.checkpoint_settle_secs,
-            deferrable=True,
         )
         convert = CampaignSlurmOperator(
             task_id="convert_eval",
+            phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
             script_path=script_path,
             remote_dir=remote_dir,
@@ -128,37 +157,37 @@ def _phase_tasks(
     scripts: Mapping[str, str],
     remote_dir: str,
 ) -> tuple[Any, list[Any], list[str]]:
-    """Gate, branch wait, start condition, training, mapped conversion -> (group, last tasks, notes)."""
+    """Branch wait, training, mapped conversion -> (group, last tasks, notes).
+
+    No gate or start-condition tasks: the phase tasks check the ``phases`` Param themselves and the
+    training runs the start condition before submitting (fewer tasks to build at parse time).
+    """
     poll = settings.poll_interval_secs or float(phase.train.check_interval_secs)
+    state_dir = state_dir_of(remote_dir)
+    heads: list[Any] = []
     with TaskGroup(group_id=phase.key) as group:
-        gate = task.short_circuit(task_id="enabled", ignore_downstream_trigger_rules=False)(
-            tasks.phase_enabled
-        )(phase=phase.key)
-        head: Any = gate
         if phase.branch is not None and not phase.from_scratch:
-            wait = CheckpointIterationSensor(
-                task_id="wait_branch_checkpoint",
-                ssh_conn_id=settings.ssh_conn_id,
-                checkpoint_dir=plan.pretrain.checkpoint_dir,
-                iteration=phase.start_iter,
-                poll_interval=poll,
-                settle_seconds=settings.checkpoint_settle_secs,
-                deferrable=True,
-            )
-            head >> wait
-            head = wait
-        if phase.train.start_condition_cmd:
-            cond = task(task_id="start_condition")(tasks.start_condition)(
-                ssh_conn_id=settings.ssh_conn_id,
-                command=phase.train.start_condition_cmd,
-                job=phase.train.name,
-            )
-            head >> cond
-            head = cond
+            heads = [
+                CheckpointWait(
+                    task_id="wait_branch_checkpoint",
+                    phase=phase.key,
+                    ssh_conn_id=settings.ssh_conn_id,
+                    checkpoint_dir=plan.pretrain.checkpoint_dir,
+                    iteration=phase.start_iter,
+                    state_dir=state_dir,
+                    watch_phase=plan.pretrain.key,
+                    timeout_secs=wait_budget(plan.pretrain, settings),
+                    poll_interval=poll,
+                    settle_seconds=settings.checkpoint_settle_secs,
+                )
+            ]
         completion, notes = _train_completion(phase)
         out = phase.train.output_file
         train = CampaignSlurmOperator(
             task_id="train",
+            phase=phase.key,
+            start_condition=phase.train.start_condition_cmd,
+            state_dir=state_dir,
             ssh_conn_id=settings.ssh_conn_id,
             script_path=scripts[phase.train.name],
             remote_dir=remote_dir,
@@ -171,12 +200,13 @@ def _phase_tasks(
             poll_interval=poll,
             pool=settings.pool_name,
         )
-        head >> train
         last: list[Any] = [train]
+        mapped = None
         if phase.convert is not None:
             mapped = _checkpoint_group(phase, settings, scripts[phase.convert.name], remote_dir, poll)
-            head >> mapped
             last.append(mapped)
+        for head in heads:
+            head >> [t for t in (train, mapped) if t is not None]
     return group, last, notes
 
 
@@ -224,6 +254,9 @@ def materialize(plan: ExperimentPlan, settings: AirflowSettings, config_path: Pa
         start_date=datetime.fromisoformat(settings.start_date),
         catchup=False,
         max_active_runs=1,
+        # Explicit values: each one left out is a configuration lookup per DAG at parse time.
+        max_active_tasks=_MAX_ACTIVE_TASKS,
+        max_consecutive_failed_dag_runs=0,
         tags=list(settings.tags),
         is_paused_upon_creation=settings.paused,
         default_args={
@@ -232,7 +265,46 @@ def materialize(plan: ExperimentPlan, settings: AirflowSettings, config_path: Pa
             "retry_delay": timedelta(seconds=settings.retry_delay_secs),
             "on_failure_callback": notifier,
         },
-        params={
+        description=f"{plan.name}: {len(plan.cooldowns)} cooldown branches, {config_path.name}",
+    ) as dag:
+        stage = StageOperator(
+            task_id="stage",
+            stage_args={
+                "config_path": str(config_path),
+                "expected_hash": digest,
+                "scripts": scripts,
+                "copies": copies,
+                "helpers_dir": str(tasks.HELPERS_DIR),
+                "ssh_conn_id": settings.ssh_conn_id,
+            },
+        )
+        ends: list[Any] = []
+        for phase in plan.phases:
+            group, last, notes = _phase_tasks(phase, plan, settings, scripts, remote_dir)
+            all_notes += notes
+            stage >> group
+            ends += last
+        report = ReportOperator(
+            task_id="report",
+            trigger_rule="none_failed",
+            outlets=[
+                Asset(
+                    name=f"autoexp.{plan.dag_id}.eval_results",
+                    uri=f"slurm://{settings.ssh_conn_id}{plan.pretrain.run_dir}/eval_results",
+                )
+            ],
+            report_args={
+                "ssh_conn_id": settings.ssh_conn_id,
+                "experiment": plan.name,
+                "phases": _report_phases(plan),
+                "out_dir": f"{plan.pretrain.run_dir}/report",
+            },
+        )
+        ends >> report
+    # Set after the tasks: every operator built inside a DAG deep-copies the DAG's Params (once per
+    # class in its hierarchy), and the task runner merges the DAG's Params into each task's anyway.
+    dag.params = ParamsDict(
+        {
             "phases": Param(
                 keys,
                 type="array",
@@ -243,53 +315,10 @@ def materialize(plan: ExperimentPlan, settings: AirflowSettings, config_path: Pa
             "max_attempts": Param(
                 settings.max_attempts, type="integer", minimum=1, description="Slurm submissions per task try"
             ),
-        },
-        description=f"{plan.name}: {len(plan.cooldowns)} cooldown branches, {config_path.name}",
-    ) as dag:
-        stage = task(task_id="stage")(_stage_entry)(
-            config_path=str(config_path),
-            expected_hash=digest,
-            scripts=scripts,
-            copies=copies,
-            helpers_dir=str(tasks.HELPERS_DIR),
-            ssh_conn_id=settings.ssh_conn_id,
-        )
-        ends: list[Any] = []
-        for phase in plan.phases:
-            group, last, notes = _phase_tasks(phase, plan, settings, scripts, remote_dir)
-            all_notes += notes
-            stage >> group
-            ends += last
-        report = task(
-            task_id="report",
-            trigger_rule="none_failed",
-            outlets=[
-                Asset(
-                    name=f"autoexp.{plan.dag_id}.eval_results",
-                    uri=f"slurm://{settings.ssh_conn_id}{plan.pretrain.run_dir}/eval_results",
-                )
-            ],
-        )(_report_entry)(
-            ssh_conn_id=settings.ssh_conn_id,
-            experiment=plan.name,
-            phases=_report_phases(plan),
-            out_dir=f"{plan.pretrain.run_dir}/report",
-        )
-        ends >> report
+        }
+    )
     dag.doc_md = doc_md(plan, str(config_path), digest, all_notes)
     return dag
-
-
-def _stage_entry(**kwargs: Any) -> dict[str, str]:
-    from airflow.sdk import get_current_context
-
-    return tasks.stage(context=get_current_context(), **kwargs)
-
-
-def _report_entry(**kwargs: Any) -> dict[str, Any]:
-    from airflow.sdk import get_current_context
-
-    return tasks.build_report(context=get_current_context(), **kwargs)
 
 
 def _plain(raw: Any) -> Any:
@@ -300,14 +329,36 @@ def _plain(raw: Any) -> Any:
     return to_plain(raw)
 
 
-def build_dags(config_path: str | Path, overrides: Sequence[str] = ()) -> list[DAG]:
-    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError."""
+def load_plans(
+    config_path: str | Path, overrides: Sequence[str] = ()
+) -> tuple[list[ExperimentPlan], AirflowSettings]:
+    """Load, expand and plan one config (through the expansion cache); raises ConfigError, SettingsError,
+    PlanError or OSError."""
+    ensure_default_env()
+    path = Path(config_path).absolute()
+    folder = cache.cache_dir()
+    key = cache.cache_key(path.read_bytes(), overrides) if folder is not None else ""
+    hit = cache.load(key, folder) if folder is not None else None
+    if hit is not None:
+        raw, slim_jobs = hit
+        settings = parse_settings(raw, path)
+        return plan_campaign(slim_jobs, settings), settings
     from autoexp.config import expand, load_config
 
-    path = Path(config_path)
     config = load_config(path, overrides)
-    settings = parse_settings(_plain(config.airflow), path)
-    plans = plan_campaign(expand(config), settings)
+    raw = _plain(config.airflow)
+    settings = parse_settings(raw, path)
+    jobs = expand(config)
+    plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
+    if folder is not None:
+        cache.store(key, folder, raw, cache.slim(jobs, settings))
+    return plans, settings
+
+
+def build_dags(config_path: str | Path, overrides: Sequence[str] = ()) -> list[DAG]:
+    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError."""
+    path = Path(config_path).absolute()
+    plans, settings = load_plans(path, overrides)
     digest = tasks.config_hash(path)
     return [materialize(plan, settings, path, digest) for plan in plans]
 

@@ -1,20 +1,63 @@
-"""Thin campaign subclasses of the Slurm layer: per-run Params and mapped checkpoint iterations."""
+"""Campaign operators: gated Slurm tasks (start condition, outcome markers), waits, stage, report."""
 
 from __future__ import annotations
 
-from typing import Any
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
 
-from airflow.sdk import Context
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from slurm_operator import events, naming
+from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.operators import SlurmOperator
-from slurm_operator.sensors import CheckpointSensor
+
+from autoexp.experiment import commands, tasks
+from autoexp.experiment.triggers import PhaseCheckpointTrigger
+
+T = TypeVar("T")
+FAILED, FINISHED = "failed", "finished"
+
+
+def gate(context: Context, phase: str) -> None:
+    """Skip the task when its phase is not in the run's ``phases`` Param, or the run is a dry run.
+
+    Every phase task checks this itself (instead of one short-circuit task per phase): one task
+    fewer per phase to build at parse time, and a skip cascades to the phase's downstream tasks.
+    """
+    params = context["params"]
+    if params.get("dry_run"):
+        raise AirflowSkipException(f"dry run: {phase} is skipped")
+    selected = params.get("phases") or []
+    if phase not in selected:
+        raise AirflowSkipException(f"{phase} is not in this run's phases {list(selected)}: skipped")
+
+
+def outcome_path(state_dir: str, run_id: str, phase: str, outcome: str) -> str:
+    """Marker the phase's training task leaves on the cluster: ``<state_dir>/<run>/<phase>.<outcome>``."""
+    return f"{state_dir.rstrip('/')}/{naming.sanitize(run_id)}/{phase}.{outcome}"
 
 
 class CampaignSlurmOperator(SlurmOperator):
-    """SlurmOperator whose ``max_attempts`` comes from the DAG run's ``max_attempts`` Param.
+    """SlurmOperator for one phase of an experiment.
 
-    Set before submitting and again on every resume, so "Trigger DAG w/ config" governs the
-    resubmission cap of a run already in flight.
+    :param phase: the phase key (``pretrain``, ``cooldown_<branch>``) checked against the ``phases``
+        Param; ``max_attempts`` comes from the run's Param too, set before submitting and on every
+        resume, so "Trigger DAG w/ config" governs a run already in flight.
+    :param start_condition: the YAML's ``start_condition_cmd``, run as given before (re-)attaching
+        (AutoExperiment runs it before every submission; the seed's helpers are idempotent); it
+        must print 1.
+    :param state_dir: where the outcome markers go (training tasks only). The last try of a failed
+        training writes ``<phase>.failed``, a success ``<phase>.finished``; the phase's checkpoint
+        waits watch them and stop waiting at once instead of for the whole wait budget.
     """
+
+    def __init__(self, *, phase: str, start_condition: str = "", state_dir: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.phase = phase
+        self.start_condition = start_condition
+        self.state_dir = state_dir
 
     def _apply_params(self, context: Context) -> None:
         value = context["params"].get("max_attempts")
@@ -22,16 +65,151 @@ class CampaignSlurmOperator(SlurmOperator):
             self.max_attempts = int(value)
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        gate(context, self.phase)
         self._apply_params(context)
-        return super().execute(context)
+        if self.state_dir:
+            # A new try (retry or clear): the verdict of an earlier try no longer holds.
+            self._hook().run(commands.remove_file(self._marker(context, FAILED)))
+        if self.start_condition:
+            tasks.check_start_condition(self._hook(), self.start_condition, self.task_id)
+        return self._guard(context, lambda: super(CampaignSlurmOperator, self).execute(context))
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
-        return super().execute_complete(context, event, **kwargs)
+        return self._guard(
+            context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
+        )
+
+    def _marker(self, context: Context, outcome: str) -> str:
+        return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)
+
+    def _guard(self, context: Context, step: Callable[[], T]) -> T:
+        """Run a step; leave the outcome marker when the task ends (deferral is not an end)."""
+        try:
+            result = step()
+        except Exception as exc:
+            ti = context["ti"]
+            max_tries = getattr(ti, "max_tries", None)
+            last = ti.try_number > (int(self.retries or 0) if max_tries is None else int(max_tries))
+            if self.state_dir and last:
+                self._leave(context, FAILED, f"{type(exc).__name__}: {exc}"[-2000:])
+            raise
+        if self.state_dir:
+            self._leave(context, FINISHED, "done")
+        return result
+
+    def _leave(self, context: Context, outcome: str, text: str) -> None:
+        path = self._marker(context, outcome)
+        try:
+            self._hook().write_text(path, text + "\n")
+        except Exception as exc:  # the waits then fall back to their time budget
+            self.log.warning("could not write the %s marker %s: %s", outcome, path, exc)
 
 
-class CheckpointIterationSensor(CheckpointSensor):
-    """CheckpointSensor whose iteration may come from a mapped task group (resolved at render time)."""
+class CheckpointWait(BaseOperator):
+    """Wait (deferred) until a checkpoint iteration is complete; fail fast when its training has ended.
 
-    # The base annotates its tuple narrowly; widening it is the point of this subclass.
-    template_fields = (*CheckpointSensor.template_fields, "iteration")  # type: ignore[assignment]
+    A plain BaseOperator rather than a sensor: it is always deferrable, and building it at parse
+    time is cheaper (no sensor settings to read).
+
+    :param phase: the phase this wait belongs to (gate, see ``gate``).
+    :param checkpoint_dir: Megatron's ``--save`` folder.
+    :param iteration: the iteration (templated: a mapped task group passes it per instance).
+    :param state_dir: where the training task of ``watch_phase`` leaves its outcome markers.
+    :param watch_phase: the phase whose training writes this checkpoint.
+    :param timeout_secs: the wait budget (derived from the training's time budget).
+    """
+
+    template_fields: Sequence[str] = ("iteration",)
+    ui_color = "#fdd0a2"
+
+    def __init__(
+        self,
+        *,
+        phase: str,
+        ssh_conn_id: str,
+        checkpoint_dir: str,
+        iteration: int | str,
+        state_dir: str,
+        watch_phase: str,
+        timeout_secs: float,
+        poll_interval: float = 60,
+        settle_seconds: float = 30,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.phase = phase
+        self.ssh_conn_id = ssh_conn_id
+        self.checkpoint_dir = checkpoint_dir
+        self.iteration = iteration
+        self.state_dir = state_dir
+        self.watch_phase = watch_phase
+        self.timeout_secs = timeout_secs
+        self.poll_interval = poll_interval
+        self.settle_seconds = settle_seconds
+
+    def execute(self, context: Context) -> None:
+        gate(context, self.phase)
+        run_id = str(context["run_id"])
+        self.defer(
+            trigger=PhaseCheckpointTrigger(
+                ssh_conn_id=self.ssh_conn_id,
+                path=self.checkpoint_dir,
+                iteration=int(self.iteration),
+                settle_seconds=self.settle_seconds,
+                poll_interval=self.poll_interval,
+                failed_path=outcome_path(self.state_dir, run_id, self.watch_phase, FAILED),
+                finished_path=outcome_path(self.state_dir, run_id, self.watch_phase, FINISHED),
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout_secs),
+        )
+
+    def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[int]:
+        """Return the complete iterations; an ended training is a failure without retries."""
+        try:
+            ev = SlurmEvent.from_payload(event)
+        except EventSchemaError as exc:
+            raise AirflowException(f"task {self.task_id}: malformed trigger event: {exc}") from None
+        if ev.status == events.SUCCESS:
+            return [int(i) for i in ev.data.get("iterations", [])]
+        if ev.data.get("training_ended"):
+            raise AirflowFailException(f"task {self.task_id}: {ev.message}")
+        raise AirflowException(f"task {self.task_id}: {ev.message}")
+
+
+class StageOperator(BaseOperator):
+    """Render every job's sbatch script from the config and upload it with the helpers.
+
+    :param stage_args: keyword arguments of ``tasks.stage`` (config path and hash, script targets...).
+    """
+
+    ui_color = "#deebf7"
+
+    def __init__(self, *, stage_args: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stage_args = dict(stage_args)
+
+    def execute(self, context: Context) -> dict[str, str]:
+        return tasks.stage(context=context, **self.stage_args)
+
+
+class ReportOperator(BaseOperator):
+    """Collect results and losses of every checkpoint into a table and plots.
+
+    :param report_args: keyword arguments of ``tasks.build_report`` (experiment, phases, out_dir...).
+    """
+
+    ui_color = "#e5f5e0"
+
+    def __init__(self, *, report_args: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.report_args = dict(report_args)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return tasks.build_report(context=context, **self.report_args)
+
+
+def state_dir_of(remote_dir: str) -> str:
+    """Folder of the outcome markers inside an experiment's staging folder."""
+    return posixpath.join(remote_dir, "state")

@@ -50,6 +50,7 @@ class PhasePlan:
     :param from_scratch: a cooldown branch whose ITER is 0: nothing to link, it trains from scratch.
     :param checkpoints: iterations this run is expected to save (and to convert and evaluate).
     :param tokens_per_iter: SEQ_LENGTH x GLOBAL_BATCH_SIZE when both are defined, else None.
+    :param time_limit_secs: the training job's Slurm time limit (``TIME``), None when not given.
     """
 
     key: str
@@ -63,6 +64,7 @@ class PhasePlan:
     from_scratch: bool
     checkpoints: tuple[int, ...]
     tokens_per_iter: int | None
+    time_limit_secs: int | None = None
 
     @property
     def checkpoint_dir(self) -> str:
@@ -131,6 +133,30 @@ def _as_int(job: JobLike, var: str) -> int:
 
 def _optional_int(job: JobLike, var: str) -> int | None:
     return _as_int(job, var) if var in job.params else None
+
+
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def slurm_time_secs(value: Any) -> int | None:
+    """Seconds of a Slurm ``--time`` value (minutes, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value * 60) if value > 0 else None
+    m = _SLURM_TIME.match(str(value).strip())
+    if m is None:
+        return None
+    days, a, b, c = m.groups()
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hms = [int(a), int(b or 0), int(c or 0)]
+        return int(days) * 86400 + hms[0] * 3600 + hms[1] * 60 + hms[2]
+    parts = [int(p) for p in (a, b, c) if p is not None]
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
 def expected_checkpoints(start_iter: int, train_iters: int, save_interval: int) -> tuple[int, ...]:
@@ -218,6 +244,7 @@ def _phase(
         from_scratch=branch is not None and start == 0,
         checkpoints=expected_checkpoints(start, train_iters, save_interval),
         tokens_per_iter=tpi,
+        time_limit_secs=slurm_time_secs(train.params.get(keys.time_limit)),
     )
 
 

@@ -41,6 +41,7 @@ class Keys:
     global_batch_size: str = "GLOBAL_BATCH_SIZE"
     pretrain_tokens: str = "TOTAL_TOKENS_NUM"
     phase_tokens: str = "TOTAL_TOKENS_THIS_PHASE"
+    time_limit: str = "TIME"
 
 
 NOTIFIER_KINDS = ("log", "smtp", "slack")
@@ -68,6 +69,9 @@ class AirflowSettings:
     :param remote_dir: folder on the cluster where rendered scripts and helpers are staged.
     :param pool: Airflow pool capping concurrent Slurm jobs; empty means ``slurm_<ssh_conn_id>``.
     :param poll_interval_secs: 0 means each job's ``check_interval_secs``.
+    :param checkpoint_timeout_secs: how long a checkpoint wait may last; 0 derives it from the
+        training's time budget: (retries + 1) x max_attempts x its Slurm time limit, plus an hour
+        of queueing (7 days when the job has no time limit variable).
     """
 
     keys: Keys = field(default_factory=Keys)
@@ -83,6 +87,7 @@ class AirflowSettings:
     remote_dir: str = "{RUN_DIR}/autoexp"
     poll_interval_secs: float = 0.0
     checkpoint_settle_secs: float = 5.0
+    checkpoint_timeout_secs: float = 0.0
     max_attempts: int = 10
     max_attempts_without_progress: int = 3
     paused: bool = True
@@ -106,6 +111,7 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
     "remote_dir": str,
     "poll_interval_secs": (int, float),
     "checkpoint_settle_secs": (int, float),
+    "checkpoint_timeout_secs": (int, float),
     "max_attempts": int,
     "max_attempts_without_progress": int,
     "paused": bool,
@@ -220,7 +226,12 @@ def parse_settings(raw: Mapping[str, Any] | None, config_path: Path | None = Non
         minimum = 0 if key == "retries" else 1
         if getattr(settings, key) < minimum:
             raise _fail(config_path, key, f"must be >= {minimum}")
-    for key in ("retry_delay_secs", "poll_interval_secs", "checkpoint_settle_secs"):
+    for key in (
+        "retry_delay_secs",
+        "poll_interval_secs",
+        "checkpoint_settle_secs",
+        "checkpoint_timeout_secs",
+    ):
         if getattr(settings, key) < 0:
             raise _fail(config_path, key, "must be >= 0")
     if not _DAG_ID_PREFIX.match(settings.dag_id_prefix):

@@ -78,32 +78,20 @@ def stage(
     return staged
 
 
-def phase_enabled(*, phase: str) -> bool:
-    """Short-circuit gate: the phase is in the run's ``phases`` Param and the run is not a dry run."""
-    from airflow.sdk import get_current_context
+def check_start_condition(hook: Any, command: str, task: str) -> None:
+    """Run the YAML's ``start_condition_cmd`` as given (e.g. the idempotent cooldown_helper link step).
 
-    params = get_current_context()["params"]
-    if params.get("dry_run"):
-        log.info("dry run: %s is skipped", phase)
-        return False
-    selected = params.get("phases") or []
-    if phase not in selected:
-        log.info("%s is not in this run's phases %s: skipped", phase, selected)
-        return False
-    return True
-
-
-def start_condition(*, ssh_conn_id: str, command: str, job: str) -> str:
-    """Run the YAML's ``start_condition_cmd`` as given (e.g. the idempotent cooldown_helper link step)."""
-    result = _hook(ssh_conn_id).run(command)
+    AutoExperiment waits and retries while it prints 0; here the branch checkpoint is already
+    waited for by a deferred task, so anything but 1 is an error naming the command and its output.
+    """
+    result = hook.run(command)
     out = result.stdout.strip()
-    log.info("start condition of %s: exit %s, output %r", job, result.exit_status, out)
+    log.info("start condition of %s: exit %s, output %r", task, result.exit_status, out)
     if result.exit_status != 0 or out != "1":
         raise AirflowException(
-            f"start condition of {job} is not met (exit {result.exit_status}, printed {out[-200:]!r}, "
-            f"expected 1): {command}"
+            f"start condition of {task} is not met (exit {result.exit_status}, printed {out[-200:]!r}, "
+            f"expected 1; stderr {result.stderr.strip()[-300:]!r}): {command}"
         )
-    return str(out)
 
 
 def _train_log(hook: Any, attempts: Sequence[Mapping[str, Any]] | None) -> str:
