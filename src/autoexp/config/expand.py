@@ -22,18 +22,18 @@ def expand(config: Config) -> list[Job]:
 def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
     """The jobs, and the keys whose values are lists (the grid's axes) in document order."""
     file = config.display_path()
-    expander = GridExpander(file)
+    expander = GridExpander(config.locate)
     assignments = expander.expand(config.root)
     jobs: list[Job] = []
     templates: dict[str, Path] = {}
     for index, assignment in enumerate(assignments):
         params, lines = flatten(assignment)
+        _check_mandatory(params, file)
         try:
             resolve(params)
         except SubstitutionError as exc:
-            raise ConfigError(
-                file, lines.get(exc.var, 1), exc.var, f"{exc.message} (job #{index + 1})"
-            ) from None
+            where, line = config.locate(lines.get(exc.var, 1))
+            raise ConfigError(where, line, exc.var, f"{exc.message} (job #{index + 1})") from None
         jobs.append(_make_job(config, file, index, params, lines, templates))
     _check_unique_names(jobs, file)
     return jobs, [axis for axis in expander.axes if any(axis in job.params for job in jobs[:1])]
@@ -47,16 +47,6 @@ def _make_job(
     lines: dict[str, int],
     templates: dict[str, Path],
 ) -> Job:
-    for key in MANDATORY_KEYS:
-        if key not in params:
-            raise ConfigError(
-                file,
-                1,
-                key,
-                "missing mandatory key "
-                "(AutoExperiment needs name, template, output_file, cmd and sbatch_script)",
-            )
-
     def text(key: str, default: str = "") -> str:
         value = params.get(key, default)
         if type(value) is not str:
@@ -67,8 +57,7 @@ def _make_job(
     interval: Any = params.get("check_interval_secs", DEFAULT_CHECK_INTERVAL_SECS)
     if type(interval) is not int or interval <= 0:
         raise ConfigError(
-            file,
-            lines.get("check_interval_secs", 1),
+            *config.locate(lines.get("check_interval_secs", 1)),
             "check_interval_secs",
             f"must be a positive whole number of seconds, got {interval!r}",
         )
@@ -91,7 +80,20 @@ def _make_job(
         config_path=config.path,
         lines=MappingProxyType(lines),
         source=file,
+        overrides=config.overrides,
     )
+
+
+def _check_mandatory(params: dict[str, Scalar], file: str) -> None:
+    for key in MANDATORY_KEYS:
+        if key not in params:
+            raise ConfigError(
+                file,
+                1,
+                key,
+                "missing mandatory key "
+                "(AutoExperiment needs name, template, output_file, cmd and sbatch_script)",
+            )
 
 
 def _check_unique_names(jobs: list[Job], file: str) -> None:
@@ -106,10 +108,10 @@ def _check_unique_names(jobs: list[Job], file: str) -> None:
             for k in dict.fromkeys([*other.params, *job.params])
             if other.params.get(k) != job.params.get(k)
         ]
-        line = job.lines.get("name", 1)
+        where, line = job.origin("name").rsplit(":", 1) if "name" in job.lines else (file, "1")
         raise ConfigError(
-            file,
-            line,
+            where,
+            int(line),
             "name",
             f"{count} jobs are named {job.name!r} (jobs #{other.index + 1} and #{job.index + 1}); "
             f"parameters that differ but are not in the name: {', '.join(differing[:6]) or 'none'}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, product
 
@@ -25,15 +26,18 @@ Assignment = tuple[Leaf, ...]
 class GridExpander:
     """Expands a YAML tree into assignments; ``axes`` collects every key whose value is a list."""
 
-    def __init__(self, file: str) -> None:
-        self.file = file
+    def __init__(self, locate: Callable[[int], tuple[str, int]]) -> None:
+        self.locate = locate
         self.axes: dict[str, None] = {}
+
+    def _error(self, line: int, path: str, message: str) -> ConfigError:
+        file, number = self.locate(line)
+        return ConfigError(file, number, path, message)
 
     def expand(self, node: YNode, path: str = "") -> list[Assignment]:
         if isinstance(node, YScalar):
             if node.value is None:
-                raise ConfigError(
-                    self.file,
+                raise self._error(
                     node.line,
                     path,
                     'null value; AutoExperiment cannot expand it (write "" for empty)',
@@ -52,39 +56,34 @@ class GridExpander:
 
     def _expand_list(self, node: YSeq, path: str) -> list[Assignment]:
         if not node.items:
-            raise ConfigError(
-                self.file, node.line, path, "empty list: it makes the whole grid empty (0 jobs)"
-            )
+            raise self._error(node.line, path, "empty list: it makes the whole grid empty (0 jobs)")
         scalars = [item for item in node.items if isinstance(item, YScalar)]
         if len(scalars) == len(node.items):
             for i, item in enumerate(scalars):
                 if item.value is None:
-                    raise ConfigError(
-                        self.file, item.line, f"{path}[{i}]", 'null list item (write "" for an empty string)'
+                    raise self._error(
+                        item.line, f"{path}[{i}]", 'null list item (write "" for an empty string)'
                     )
             return [(Leaf((), (), item.value, item.line),) for item in scalars]  # type: ignore[arg-type]
         # A list of single-key mappings is a labelled union: branches are concatenated.
         result: list[Assignment] = []
         for i, entry in enumerate(node.items):
             if isinstance(entry, YScalar):
-                raise ConfigError(
-                    self.file,
+                raise self._error(
                     entry.line,
                     f"{path}[{i}]",
                     "list mixes plain values and mappings; use a plain list of values (an axis) "
                     "or a list of single-key mappings (labelled branches), not both",
                 )
             if isinstance(entry, YSeq):
-                raise ConfigError(
-                    self.file,
+                raise self._error(
                     entry.line,
                     f"{path}[{i}]",
                     "a list item is itself a list; nested lists are not allowed",
                 )
             if len(entry.entries) != 1:
                 keys = ", ".join(k for k, _, _ in entry.entries) or "none"
-                raise ConfigError(
-                    self.file,
+                raise self._error(
                     entry.line,
                     f"{path}[{i}]",
                     f"list item has {len(entry.entries)} keys ({keys}); each item of a labelled list needs "

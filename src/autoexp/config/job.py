@@ -53,10 +53,14 @@ class Job:
     config_path: Path = Path("config.yaml")
     lines: Mapping[str, int] = field(default_factory=dict, repr=False)
     source: str = "config.yaml"
+    overrides: tuple[str, ...] = ()
 
     def origin(self, var: str) -> str:
         """``file:line`` of the assignment that set ``var`` (KeyError if the job has no such variable)."""
-        return f"{self.source}:{self.lines[var]}"
+        line = self.lines[var]
+        if line < 0:  # set by the -line'th -f override
+            return f"<-f {self.overrides[-line - 1]}>:1"
+        return f"{self.source}:{line}"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Job):

@@ -44,6 +44,12 @@ class Config:
         except ValueError:
             return str(self.path)
 
+    def locate(self, line: int) -> tuple[str, int]:
+        """(file, line) for a node line; ``-f`` override values carry line -i for the i-th override."""
+        if line < 0 and -line <= len(self.overrides):
+            return f"<-f {self.overrides[-line - 1]}>", 1
+        return self.display_path(), line
+
     def airflow_line(self, key_path: str) -> int:
         """Line of ``key_path`` inside the airflow section (``"default_args.retries"``); "" is the section."""
         node: YNode | None = self.airflow_node

@@ -18,13 +18,14 @@ def apply_overrides(root: YMap, overrides: Sequence[str]) -> None:
     list by index). A key that does not exist yet is appended to its mapping, so by document order it
     overrides earlier definitions of the same name, exactly as AutoExperiment's ``cfg[key] = value``.
     """
-    for text in overrides:
+    for number, text in enumerate(overrides, start=1):
         origin = f"<-f {text}>"
         key, sep, value_text = text.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(origin, 1, "", "an override must look like KEY=VALUE (for example LR=5e-4)")
         value = parse_scalar_text(value_text, origin)
+        _mark(value, -number)  # negative lines point at the override (see Config.locate)
         _set(root, key.split("."), value, origin, key)
 
 
@@ -37,10 +38,10 @@ def _set(root: YMap, parts: list[str], value: YNode, origin: str, key: str) -> N
             index = node.index(part)
             if last:
                 if index >= 0:
-                    k, line, _ = node.entries[index]
-                    node.entries[index] = (k, line, value)
+                    k, _, _ = node.entries[index]
+                    node.entries[index] = (k, value.line, value)
                 else:
-                    node.entries.append((part, 1, value))
+                    node.entries.append((part, value.line, value))
                 return
             if index < 0:
                 hint = close_matches(part, [k for k, _, _ in node.entries])
@@ -55,7 +56,7 @@ def _set(root: YMap, parts: list[str], value: YNode, origin: str, key: str) -> N
             item = node.items[position]
             if isinstance(item, YMap) and len(item.entries) == 1 and item.entries[0][0] == part:
                 if last:
-                    item.entries[0] = (part, item.entries[0][1], value)
+                    item.entries[0] = (part, value.line, value)
                     return
                 node = item.entries[0][2]
             elif last:
@@ -65,6 +66,17 @@ def _set(root: YMap, parts: list[str], value: YNode, origin: str, key: str) -> N
                 node = item
         else:
             raise ConfigError(origin, 1, walked, f"cannot descend into a plain value to set {key}")
+
+
+def _mark(node: YNode, line: int) -> None:
+    node.line = line
+    if isinstance(node, YSeq):
+        for item in node.items:
+            _mark(item, line)
+    elif isinstance(node, YMap):
+        node.entries = [(k, line, v) for k, _, v in node.entries]
+        for _, _, v in node.entries:
+            _mark(v, line)
 
 
 def _list_position(node: YSeq, part: str) -> int | None:

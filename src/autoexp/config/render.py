@@ -12,6 +12,14 @@ from autoexp.config.substitute import close_matches
 _TEMPLATE_CACHE: dict[tuple[Path, int, int], str] = {}
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it (shorter messages)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def read_template(job: Job) -> str:
     """The template text of ``job`` (cached by path, size and mtime)."""
     if job.template is None:
@@ -25,10 +33,10 @@ def read_template(job: Job) -> str:
             _TEMPLATE_CACHE[key] = text
         return text
     except (OSError, UnicodeDecodeError) as exc:
-        line = job.lines.get("template", 1)
+        where, line = job.origin("template").rsplit(":", 1) if "template" in job.lines else (job.source, "1")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(
-            job.source, line, "template", f"cannot read template {job.template}: {reason}"
+            where, int(line), "template", f"cannot read template {job.template}: {reason}"
         ) from None
 
 
@@ -44,7 +52,7 @@ def render(job: Job) -> str:
 def _fail(job: Job, text: str) -> str:
     """Locate the first line of the template that cannot be formatted and raise a ConfigError."""
     assert job.template is not None
-    file = str(job.template)
+    file = shown(job.template)
     for number, line in enumerate(text.splitlines(), start=1):
         why = unsafe_field(line)
         if why:
@@ -81,7 +89,7 @@ def check_job_name_line(job: Job, script: str) -> None:
     """AutoExperiment's build asserts ``#SBATCH --job-name=<name>``; re-attaching by name relies on it."""
     if f"#SBATCH --job-name={job.name}" not in script:
         raise ConfigError(
-            str(job.template),
+            shown(job.template) if job.template else job.source,
             1,
             "",
             f"the rendered script lacks the line '#SBATCH --job-name={job.name}' "

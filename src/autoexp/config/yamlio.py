@@ -146,7 +146,7 @@ def _convert(loader: _Loader, node: yaml.Node, file: str, path: str) -> YNode:
                     file,
                     kline,
                     _join(path, str(key)),
-                    f'key {key!r} is a {type(key).__name__}, not a string; quote it ("{key_node.value}")',
+                    f'key {key!r} is not a string ({type(key).__name__}); quote it ("{key_node.value}")',
                 )
             result.entries.append((key, kline, _convert(loader, value_node, file, _join(path, key))))
         return result

@@ -1,0 +1,7 @@
+"""``python -m autoexp``: the same as the ``autoexp`` command."""
+
+import sys
+
+from autoexp.cli import main
+
+sys.exit(main())
