@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -11,7 +12,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from slurm_operator import events, naming
+from slurm_operator import commands, events, naming
 from slurm_operator.completion import (
     Attempt,
     Verdict,
@@ -264,6 +265,11 @@ class SlurmOperator(BaseOperator):
         pattern = self._output_pattern(name)
         args = [*self.sbatch_args, f"--job-name={name}", f"--output={pattern}"]
         try:
+            # Slurm cannot create the log's folder: a job whose --output folder is missing ends
+            # FAILED at once with no log at all, which would read as the job's own failure.
+            log_dir = posixpath.dirname(pattern)
+            if log_dir:
+                hook.run(commands.mkdir_p(log_dir))
             job_id = hook.submit(
                 script=text, upload_to=script_copy, sbatch_args=args, environment=self.environment
             )
@@ -308,7 +314,7 @@ class SlurmOperator(BaseOperator):
         last_ok = time.monotonic()
         while True:
             try:
-                record = hook.job_states([current.job_id]).records.get(current.job_id)
+                states = hook.job_states([current.job_id])
                 last_ok = time.monotonic()
             except SlurmError as exc:
                 if time.monotonic() - last_ok > self.failure_budget:
@@ -316,12 +322,15 @@ class SlurmOperator(BaseOperator):
                         f"Slurm job {current.job_id}: no answer from the cluster: {exc}"
                     ) from None
                 self.log.warning("poll of Slurm job %s failed, will retry: %s", current.job_id, exc)
-                record = None
+                time.sleep(self.poll_interval)
+                continue
+            record = states.records.get(current.job_id)
             if record is not None and record.state is not SlurmState.PENDING and self.stream_logs:
                 carry["log_offset"] = self._relay_sync(hook, current, int(carry.get("log_offset", 0)))
             if record is not None and record.state in TERMINAL_STATES:
                 return record
-            deadline_missing = deadline_missing + 1 if record is None else 0
+            # squeue/scontrol forget finished jobs: only accounting's silence counts as missing.
+            deadline_missing = deadline_missing + 1 if record is None and states.authoritative else 0
             if deadline_missing >= 10:
                 raise AirflowException(f"Slurm job {current.job_id} is unknown to Slurm after 10 polls")
             time.sleep(self.poll_interval)

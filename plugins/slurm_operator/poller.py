@@ -159,7 +159,11 @@ class SlurmPoller:
         now = time.time()
         try:
             states = await self.hook.job_states(ids)
-        except SlurmError as exc:
+        except Exception as exc:
+            # Anything (a SlurmError, or a transport error the hook let through) costs one round,
+            # never the poller task itself: every waiting trigger depends on it.
+            if not isinstance(exc, SlurmError):
+                log.exception("slurm poll of %d job(s) on %s raised", len(ids), self.ssh_conn_id)
             self._failures += 1
             log.warning(
                 "slurm poll of %d job(s) on %s failed (%d in a row): %s",

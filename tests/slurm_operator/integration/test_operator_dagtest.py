@@ -1,18 +1,21 @@
-"""SlurmOperator under dag.test() against the real local cluster (triggers run inline)."""
+"""SlurmOperator under dag.test() against the real local cluster (triggers run inline), faults included."""
 
 from __future__ import annotations
 
-import subprocess
+import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk import DAG
+from slurm_operator.hooks import SlurmHook
 from slurm_operator.operators import SlurmOperator
 
-from tests.fixtures.airflow_env import AirflowEnv, run_dag_test
+from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, xcom_value
 from tests.fixtures.slurm_cluster import LocalCluster
+from tests.slurm_operator.integration.faults import fault_in_background, sacct_rows, stop_daemons, wait_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow]
 
@@ -33,33 +36,29 @@ def _dag(dag_id: str, cluster: LocalCluster, tmp: Path, script: str, **op: Any) 
     return dag
 
 
-def _sacct_names(cluster: LocalCluster, name_prefix: str) -> list[str]:
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "-o", "JobName,State", "-S", "now-1hour"],
-        capture_output=True,
-        text=True,
-        env=cluster.env(),
-        check=True,
-    ).stdout
-    return [line for line in out.splitlines() if line.startswith(name_prefix)]
+def _attempts(run: Any) -> list[dict[str, Any]]:
+    value = xcom_value(run.dag_id, run.run_id, "job")
+    assert isinstance(value, list), value
+    return value
 
 
 def test_success_returns_attempt_records_and_streams_the_log(
     slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    dag = _dag("so_ok", slurm_cluster, tmp_path, "#!/bin/bash\necho hello from $SLURM_JOB_ID\n")
-    run = run_dag_test(dag)
-    (ti,) = run.get_task_instances()
-    attempts = ti.xcom_pull(task_ids="job") if hasattr(ti, "xcom_pull") else None
-    out = capfd.readouterr().out
-    assert "[slurm " in out
-    assert "hello from" in out
-    logs = sorted((tmp_path / "run").glob("af-so_ok-job-*.out"))
-    assert len(logs) == 1
-    scripts = sorted((tmp_path / "run" / "scripts").glob("*.sbatch"))
-    assert [p.name.rsplit(".", 2)[-2] for p in scripts] == ["attempt001"]
-    if attempts is not None:
-        assert attempts[0]["state"] == "COMPLETED"
+    run = run_dag_test(_dag("so_ok", slurm_cluster, tmp_path, "#!/bin/bash\necho hello from $SLURM_JOB_ID\n"))
+    (attempt,) = _attempts(run)
+    job = attempt["job_id"]
+    assert (attempt["state"], attempt["exit_code"], attempt["reattached"]) == ("COMPLETED", 0, False)
+    assert attempt["log_path"].endswith(f"-{job}.out")
+    assert Path(attempt["log_path"]).is_file()
+    assert attempt["elapsed"]
+    assert "cpu=" in attempt["alloc_tres"]
+    # The job log was relayed into the task log, prefixed with the job id.
+    assert f"[slurm {job}] hello from {job}" in capfd.readouterr().out
+    # One script copy per attempt, kept next to the logs.
+    assert Path(attempt["script_path"]).name.endswith(".attempt001.sbatch")
+    # (the DB helper decodes the JSON string "1" to 1; the task pushed the id as a string)
+    assert str(xcom_value(run.dag_id, run.run_id, "job", key="slurm_job_id")) == job
 
 
 def test_failed_job_fails_the_task_with_exit_code_and_log_tail(
@@ -69,8 +68,8 @@ def test_failed_job_fails_the_task_with_exit_code_and_log_tail(
     run_dag_test(_dag("so_fail", slurm_cluster, tmp_path, script), expect="failed")
     out = capfd.readouterr().out
     assert "FAILED (exit code 3), attempt 1: job ended FAILED" in out
+    assert "last 20 lines:\nline 11\n" in out
     assert "line 30" in out
-    assert "last 20 lines" in out
     # Nothing was resubmitted: FAILED is not a resubmittable ending.
     assert len(list((tmp_path / "run").glob("*.out"))) == 1
 
@@ -84,9 +83,15 @@ def test_completed_without_marker_is_resubmitted_until_done(
         f"echo run $n\nif [ $n -ge 3 ]; then echo '{MARKER}'; fi\n"
     )
     dag = _dag("so_resubmit", slurm_cluster, tmp_path, script, completion_regex=MARKER, max_attempts=5)
-    run_dag_test(dag)
-    assert (tmp_path / "count").read_text().strip() == "3"
-    assert len(list((tmp_path / "run").glob("*.out"))) == 3
+    attempts = _attempts(run_dag_test(dag))
+    assert [(a["attempt"], a["state"], a["completion_ok"]) for a in attempts] == [
+        (1, "COMPLETED", False),
+        (2, "COMPLETED", False),
+        (3, "COMPLETED", True),
+    ]
+    assert len({a["job_id"] for a in attempts}) == 3
+    # Every attempt kept its own log and script copy.
+    assert all(Path(a["log_path"]).read_text().startswith(f"run {a['attempt']}") for a in attempts)
     assert len(list((tmp_path / "run" / "scripts").glob("*.sbatch"))) == 3
 
 
@@ -106,49 +111,70 @@ def test_poison_job_stops_at_the_no_progress_cap(
         max_attempts_without_progress=2,
     )
     run_dag_test(dag, expect="failed")
-    assert "last 2 attempt(s) made no progress" in capfd.readouterr().out
+    assert (
+        "the last 2 attempt(s) made no progress (max_attempts_without_progress=2)" in capfd.readouterr().out
+    )
     assert len(list((tmp_path / "run").glob("*.out"))) == 2
 
 
-def test_retry_reattaches_to_the_running_job_by_name(
+def test_reattaches_to_an_active_job_of_the_same_name_instead_of_submitting(
     slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
 ) -> None:
-    """A job of this task instance already runs (the worker died after sbatch): no second submission."""
-    dag = _dag("so_reattach", slurm_cluster, tmp_path, "#!/bin/bash\nsleep 4\necho first\n")
-    op = dag.get_task("job")
-    assert isinstance(op, SlurmOperator)
-    # Submit "the earlier try's" job by hand under the name the operator derives for this run.
-    captured: dict[str, str] = {}
-    original = SlurmOperator._name
-
-    def name_spy(self: SlurmOperator, context: Any) -> str:
-        captured["name"] = original(self, context)
-        return captured["name"]
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(SlurmOperator, "_name", name_spy)
-    mp.setattr(SlurmOperator, "_submit", _fail_submit)
-    # The run id is only known inside dag.test(), so the pre-existing job is submitted by the
-    # first _recover() call through the real hook (exactly what an earlier try would have done).
-    original_recover = SlurmOperator._recover
-
-    def recover_after_foreign_submit(self: SlurmOperator, context: Any, hook: Any) -> Any:
-        name = self._name(context)
-        hook.submit(
-            script="#!/bin/bash\nsleep 4\necho first\n",
-            upload_to=str(tmp_path / "pre.sbatch"),
+    """An earlier try submitted the job and died before recording anything but the name (the
+    worker was killed right after sbatch): the new try finds the job by name and waits for it."""
+    name = f"reattach-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "run").mkdir()
+    with SlurmHook(slurm_cluster.conn_id) as hook:
+        earlier = hook.submit(
+            script="#!/bin/bash\nsleep 3\necho from the earlier try\n",
             sbatch_args=[f"--job-name={name}", f"--output={tmp_path}/run/{name}-%j.out"],
         )
-        return original_recover(self, context, hook)
-
-    mp.setattr(SlurmOperator, "_recover", recover_after_foreign_submit)
-    try:
-        run_dag_test(dag)
-    finally:
-        mp.undo()
-    rows = _sacct_names(slurm_cluster, captured["name"])
-    assert len(rows) == 1, rows
+    run = run_dag_test(_dag("so_reattach", slurm_cluster, tmp_path, "#!/bin/bash\nexit 9\n", job_name=name))
+    (attempt,) = _attempts(run)
+    assert (attempt["job_id"], attempt["state"], attempt["reattached"]) == (earlier, "COMPLETED", True)
+    assert [r[0] for r in sacct_rows(slurm_cluster, name)] == [earlier]
+    assert not (tmp_path / "run" / "scripts").exists()  # nothing was uploaded, nothing submitted
 
 
-def _fail_submit(self: SlurmOperator, *args: Any) -> None:
-    raise AssertionError("the operator submitted although a job of this task instance was active")
+def test_task_survives_sshd_restart_while_deferred(
+    slurm_cluster: LocalCluster,
+    airflow_env: AirflowEnv,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sshd_before = slurm_cluster.pid("sshd")
+
+    def drop_sshd() -> None:
+        wait_job(slurm_cluster, "af-so_sshd-job", "RUNNING")
+        stop_daemons(slurm_cluster, "sshd")
+        time.sleep(3)  # at least two poll intervals without a cluster
+        slurm_cluster.up()
+
+    with fault_in_background(drop_sshd, slurm_cluster):
+        run = run_dag_test(_dag("so_sshd", slurm_cluster, tmp_path, "#!/bin/bash\nsleep 10\necho survived\n"))
+    assert slurm_cluster.pid("sshd") not in (None, sshd_before)
+    (attempt,) = _attempts(run)
+    assert attempt["state"] == "COMPLETED"
+    out = capfd.readouterr().out + caplog.text
+    assert "reconnecting" in out or "slurm poll of 1 job(s)" in out  # the outage was seen, and survived
+    assert f"[slurm {attempt['job_id']}] survived" in out
+
+
+def test_task_survives_slurmctld_and_slurmdbd_restart_while_the_job_runs(
+    slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
+) -> None:
+    ctld_before = slurm_cluster.pid("slurmctld")
+
+    def restart_controller() -> None:
+        wait_job(slurm_cluster, "af-so_ctld-job", "RUNNING")
+        stop_daemons(slurm_cluster, "slurmctld", "slurmdbd")
+        time.sleep(3)
+        slurm_cluster.up()
+
+    with fault_in_background(restart_controller, slurm_cluster):
+        run = run_dag_test(_dag("so_ctld", slurm_cluster, tmp_path, "#!/bin/bash\nsleep 12\necho survived\n"))
+    assert slurm_cluster.pid("slurmctld") not in (None, ctld_before)
+    (attempt,) = _attempts(run)
+    assert (attempt["state"], attempt["exit_code"]) == ("COMPLETED", 0)
+    assert Path(attempt["log_path"]).read_text() == "survived\n"
