@@ -36,7 +36,7 @@ def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
             raise ConfigError(where, line, exc.var, f"{exc.message} (job #{index + 1})") from None
         jobs.append(_make_job(config, file, index, params, lines, templates))
     _check_unique_names(jobs, file)
-    return jobs, [axis for axis in expander.axes if any(axis in job.params for job in jobs[:1])]
+    return jobs, list(expander.axes)
 
 
 def _make_job(

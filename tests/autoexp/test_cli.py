@@ -1,0 +1,121 @@
+"""The `autoexp` command: validate, list, render, show; one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoexp.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "config" / "scaling_exps.yaml"
+WORKED = ROOT / "tests" / "autoexp" / "config" / "data" / "worked" / "config.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_shipped_config(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "validate", str(SHIPPED))
+    assert (code, err) == (0, "")
+    assert out == f"{SHIPPED}: OK: 1080 jobs, 90 experiments, 2 templates\n"
+
+
+def test_list_table_shows_distinguishing_axes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", str(WORKED), "PHASE=COOLDOWN", "LR=0.001")
+    assert code == 0
+    assert out.splitlines() == [
+        "name                       MODEL_SIZE  CD",
+        "small_lr0.001_COOLDOWNc10  S           c10",
+        "small_lr0.001_COOLDOWNc20  S           c20",
+        "large_lr0.001_COOLDOWNc10  L           c10",
+        "large_lr0.001_COOLDOWNc20  L           c20",
+    ]
+
+
+def test_list_json_keeps_types_and_order(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", str(WORKED), "--format", "json", "-f", "NODES=4")
+    rows = json.loads(out)
+    assert code == 0
+    assert [r["name"] for r in rows][:3] == [
+        "small_lr0.001_PRETRAIN",
+        "small_lr0.001_COOLDOWNc10",
+        "small_lr0.001_COOLDOWNc20",
+    ]
+    assert rows[4]["params"]["GBS"] == 128
+    assert rows[4]["params"]["WD"] == 0.03333333333333333
+    assert list(rows[4]["params"])[:3] == ["cmd", "check_interval_secs", "template"]
+
+
+def test_render_one_job_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", str(WORKED), "--job", "large_lr0.003_PRETRAIN")
+    assert code == 0
+    assert (
+        out == "#!/bin/bash\n#SBATCH --job-name=large_lr0.003_PRETRAIN\n"
+        "echo large 0.003 64 0.03333333333333333 PRETRAIN ${HOME}\n"
+    )
+
+
+def test_render_all_to_out_dir_has_no_other_side_effect(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "render", str(WORKED), "--out", "scripts")
+    assert code == 0
+    assert err == "wrote 12 scripts to scripts\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
+        ["scripts"] + [f"{n}.sbatch" for n in _names(capsys)]
+    )
+
+
+def _names(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    _, out, _ = run(capsys, "list", str(WORKED), "--format", "json")
+    return [row["name"] for row in json.loads(out)]
+
+
+def test_render_needs_a_job_when_several(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "render", str(WORKED))
+    assert (code, out) == (2, "")
+    assert err.endswith(":1: 12 jobs match; name one with --job or write all with --out DIR\n")
+
+
+def test_show_prints_value_and_origin(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "show", str(WORKED), "small_lr0.003_COOLDOWNc10")
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert lines["LR"].split()[1] == "0.003"
+    assert lines["LR"].endswith("config.yaml:8)")
+    assert lines["S"].split()[1] == '"HIDDEN"'
+    assert lines["S"].endswith("config.yaml:6)")
+    code, _, err = run(capsys, "show", str(WORKED), "small_lr0.003_COOLDOWNc1")
+    assert code == 2
+    assert "no job named 'small_lr0.003_COOLDOWNc1'; did you mean small_lr0.003_COOLDOWNc10" in err
+
+
+def test_config_error_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('cmd: c\ntemplate: t\nsbatch_script: s\noutput_file: o\nname: "{A}"\nA: "x{A}"\n')
+    code, out, err = run(capsys, "validate", str(bad))
+    assert (code, out) == (2, "")
+    assert err == f"{bad}:6: A: reference cycle A -> A (job #1)\n"
+
+
+def test_installed_entry_point_runs_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("A: [1, 2\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "autoexp", "validate", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"{bad}:2: malformed YAML: expected ',' or ']', but got '<stream end>'\n"
