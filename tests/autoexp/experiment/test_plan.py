@@ -6,7 +6,13 @@ import dataclasses
 
 import pytest
 
-from autoexp.experiment.plan import PlanError, dag_id_for, expected_checkpoints, plan_campaign
+from autoexp.experiment.plan import (
+    PlanError,
+    dag_id_for,
+    expected_checkpoints,
+    plan_campaign,
+    slurm_time_secs,
+)
 from autoexp.experiment.settings import AirflowSettings, Keys
 from tests.autoexp.experiment.jobs import FakeJob, campaign
 
@@ -137,3 +143,16 @@ def test_dag_ids_are_sanitised_and_must_stay_unique() -> None:
     jobs = campaign(exps=("a b", "a/b"))
     with pytest.raises(PlanError, match=r"experiments 'a b' and 'a/b' map to the same DAG id 'a_b'"):
         plan_campaign(jobs, SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(360, 21600), ("15", 900), ("10:30", 630), ("01:00:00", 3600), ("1-02", 93600), ("2-00:00:30", 172830)],
+)
+def test_slurm_time_limits_in_every_format(value: object, seconds: int) -> None:
+    assert slurm_time_secs(value) == seconds
+
+
+@pytest.mark.parametrize("value", [None, 0, "", "soon", True])
+def test_missing_or_odd_time_limits_are_unknown(value: object) -> None:
+    assert slurm_time_secs(value) is None
