@@ -48,11 +48,22 @@ case "$RUNTIME" in
     *) echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$RUNTIME'" >&2; exit 2 ;;
 esac
 
-# ---- rendezvous: first node of the allocation; port derived from the job id -------------------
-MASTER_ADDR="$(scontrol show hostnames "${{SLURM_JOB_NODELIST:-localhost}}" | head -n 1)${{AUTOEXP_MASTER_SUFFIX:-}}"
-MASTER_PORT=$((10000 + ${{SLURM_JOB_ID:-0}} % 10000))
+# ---- rendezvous ---------------------------------------------------------------------------------
 NPROC_PER_NODE=$(( GPUS_PER_NODE > 0 ? GPUS_PER_NODE : 1 ))
-export MASTER_ADDR MASTER_PORT
+NNODES="${{SLURM_NNODES:-1}}"
+if [ "$NNODES" -gt 1 ]; then
+    # First node of the allocation, by its Slurm NodeAddr (node names need not resolve); the port is
+    # derived from the job id as in the seed.
+    FIRST_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+    NODE_ADDR="$(scontrol show node "$FIRST_NODE" 2>/dev/null | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p' | head -n 1)"
+    MASTER_ADDR="${{NODE_ADDR:-$FIRST_NODE}}${{AUTOEXP_MASTER_SUFFIX:-}}"
+    MASTER_PORT=$((10000 + SLURM_JOB_ID % 10000))
+    export MASTER_ADDR MASTER_PORT
+    RDZV=(--nnodes "$NNODES" --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-backend static)
+else
+    # One node: torchrun picks a free local port, so concurrent jobs on a node never collide.
+    RDZV=(--standalone --nnodes 1)
+fi
 
 # A cooldown resumes a pretrain checkpoint: no second warmup.
 PHASE="{PHASE}"
@@ -120,8 +131,7 @@ if [ "$GPUS_PER_NODE" -gt 0 ]; then ARGS+=(--distributed-backend nccl); else ARG
 
 LAUNCH=(
     "${{CONTAINER[@]}}" "$PYTHON" -u -m torch.distributed.run
-    --nproc-per-node "$NPROC_PER_NODE" --nnodes "${{SLURM_NNODES:-1}}"
-    --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-backend static --max-restarts 0
+    --nproc-per-node "$NPROC_PER_NODE" "${{RDZV[@]}}" --max-restarts 0
     "$TRAIN_SCRIPT" "${{ARGS[@]}}"
 )
 echo "[autoexp] launching: ${{LAUNCH[*]}}"
