@@ -48,7 +48,8 @@ def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> 
         timeout=300,
     )
     config = reduced_config(tmp_path)
-    env = {"AUTOEXP_CONFIGS": str(config), "AUTOEXP_ROOT": str(REPO), "AUTOEXP_DEMO_DIR": str(demo_dir)}
+    # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
+    env = {"AUTOEXP_CONFIGS": str(config), "AUTOEXP_DEMO_DIR": str(demo_dir)}
     stack = airflow_stack_factory(REPO / "dags", **env)
     subprocess.run(
         [str(REPO / ".venv/bin/airflow"), "pools", "set", "slurm_local", "4", "local", "--include-deferred"],
@@ -77,7 +78,7 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
     # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
     stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
-    before = sacct_names(cluster, "pretrain")
+    before = sacct_names(cluster, "-pretrain.train-")
     assert len(before) == 1, before
     stack.api(
         "POST",
@@ -86,9 +87,8 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     )
     state = stack.wait_run(DAG_ID, run_id, timeout=900, poll=5)
     assert state == "success", stack.task_states(DAG_ID, run_id)
-    after = [line for line in sacct_names(cluster, "pretrain") if "-train-" in line or "train" in line]
-    train_jobs = {line.split("|")[0] for line in after if "checkpoints" not in line}
-    assert len(train_jobs) == 1, after  # the cleared task re-attached to its running job
+    after = sacct_names(cluster, "-pretrain.train-")
+    assert after == [before[0].rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
     run_dir = demo_dir / "runs" / "demo_tiny_lr0.003_bs4"
     for results in (
         run_dir / "eval_results/iter_20/results.json",

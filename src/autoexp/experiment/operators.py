@@ -5,16 +5,17 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from slurm_operator import events, naming
 from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.triggers import SlurmJobTrigger
 
 from autoexp.experiment import commands, tasks
-from autoexp.experiment.triggers import PhaseCheckpointTrigger
+from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 
 T = TypeVar("T")
 FAILED, FINISHED = "failed", "finished"
@@ -79,6 +80,19 @@ class CampaignSlurmOperator(SlurmOperator):
         return self._guard(
             context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
         )
+
+    def defer(
+        self,
+        *,
+        trigger: Any,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: timedelta | int | float | None = None,
+    ) -> NoReturn:
+        """Wait on a CampaignJobTrigger: clearing the task keeps its job for the re-attach."""
+        if type(trigger) is SlurmJobTrigger:
+            trigger = CampaignJobTrigger(**trigger.serialize()[1])
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
     def _marker(self, context: Context, outcome: str) -> str:
         return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)

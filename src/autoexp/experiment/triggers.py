@@ -13,7 +13,11 @@ from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.checkpoints import SettleTracker, TrackerParseError
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import SlurmError
-from slurm_operator.triggers import RemotePathTrigger
+from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger
+
+# TI states that mean a user stopped the task (marked it failed/success/skipped): only then does the
+# job go too. A cleared task is back to no state / restarting / scheduled: its next try re-attaches.
+_STOPPED_BY_USER = frozenset({"failed", "success", "skipped", "removed", "upstream_failed"})
 
 
 def _event(**kwargs: Any) -> TriggerEvent:
@@ -119,3 +123,49 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     def _ended(self, why: str) -> TriggerEvent:
         message = f"iteration {self.iteration} of {self.path} will not come: {why}"
         return _event(status=events.ERROR, message=message, data={"training_ended": True})
+
+
+class CampaignJobTrigger(SlurmJobTrigger):
+    """SlurmJobTrigger whose ``on_kill`` tells a clear from a stop.
+
+    Airflow calls ``on_kill`` both when a user marks the deferred task failed or success and when
+    the user clears it. Cancelling the job on a clear would turn "clear to re-run" into "kill the
+    training and start over"; so the job is cancelled only when the task instance now holds a
+    stopped state. Unknown (the state cannot be read): cancel, as the base trigger does.
+    """
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Classpath in the installed autoexp package and every argument of the base trigger."""
+        return "autoexp.experiment.triggers.CampaignJobTrigger", super().serialize()[1]
+
+    async def on_kill(self) -> None:
+        state = await self._task_state()
+        if state is not None and state not in _STOPPED_BY_USER:
+            self.log.info(
+                "task is %s (cleared, not stopped): leaving Slurm job %s running for the re-attach",
+                state,
+                self.job_id,
+            )
+            return
+        await super().on_kill()
+
+    async def _task_state(self) -> str | None:
+        """The task instance's state now, via the triggerer's API client; None if unknown."""
+        ti = self.task_instance
+        if ti is None:
+            return None
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+            from asgiref.sync import sync_to_async
+
+            map_index = ti.map_index if ti.map_index is not None and ti.map_index >= 0 else None
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
+            )
+        except Exception as exc:  # never let the check keep a job alive by accident: unknown
+            self.log.warning("cannot read the state of %s: %s", ti.task_id, exc)
+            return None
+        by_task = dict(states.get(ti.run_id, {}))
+        key = ti.task_id if map_index is None else f"{ti.task_id}_{map_index}"
+        state = by_task.get(key, "none")
+        return "none" if state is None else str(state)

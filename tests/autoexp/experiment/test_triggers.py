@@ -82,3 +82,42 @@ async def test_finished_training_without_the_iteration_ends_the_wait(
     assert event.data == {"training_ended": True}
     assert "iteration 40" in event.message
     assert "without saving it" in event.message
+
+
+class FakeTI:
+    """The task instance the triggerer attaches to a trigger (only what on_kill reads)."""
+
+    dag_id, task_id, run_id, map_index = "d", "pretrain.train", "r1", -1
+
+
+@pytest.mark.parametrize(("state", "cancelled"), [(None, False), ("restarting", False), ("failed", True)])
+async def test_clearing_keeps_the_job_and_marking_failed_cancels_it(
+    slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str | None, cancelled: bool
+) -> None:
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    from slurm_operator.hooks import SlurmHook
+
+    from autoexp.experiment.triggers import CampaignJobTrigger
+
+    def states(**kwargs: Any) -> dict[str, dict[str, str | None]]:
+        # The triggerer answers from the metadata DB; this test has none, so it answers what a clear
+        # (no state, restarting) or a mark-failed leaves there.
+        assert kwargs["task_ids"] == ["pretrain.train"]
+        return {"r1": {"pretrain.train": state}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
+    hook = SlurmHook(slurm_cluster.conn_id)
+    job = hook.submit(
+        script="#!/bin/bash\nsleep 120\n",
+        upload_to=str(tmp_path / "job.sh"),
+        sbatch_args=["--output=/dev/null"],
+    )
+    try:
+        trigger = CampaignJobTrigger(ssh_conn_id=slurm_cluster.conn_id, job_id=job)
+        trigger.task_instance = FakeTI()  # type: ignore[assignment]
+        assert trigger.serialize()[0] == "autoexp.experiment.triggers.CampaignJobTrigger"
+        await trigger.on_kill()
+        record = hook.job_states([job]).records[job]
+        assert (record.state.value == "CANCELLED") is cancelled, record
+    finally:
+        hook.cancel(job)
