@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -55,6 +56,8 @@ def _make_job(
         return value
 
     interval: Any = params.get("check_interval_secs", DEFAULT_CHECK_INTERVAL_SECS)
+    if type(interval) is float and interval > 0:
+        interval = math.ceil(interval)  # AutoExperiment sleeps a float; whole seconds are enough here
     if type(interval) is not int or interval <= 0:
         raise ConfigError(
             *config.locate(lines.get("check_interval_secs", 1)),

@@ -8,6 +8,7 @@ from string import Formatter
 
 _PARSE = Formatter().parse  # the parser str.format itself uses
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_ARG_END = re.compile(r"[.\[]")
 _DIGITS = re.compile(r"\d+")
 MAX_FORMAT_WIDTH = 10_000  # `{X:>999999999}` would allocate a gigabyte
 
@@ -28,9 +29,13 @@ def field_names(text: str) -> tuple[str, ...]:
 
 
 def head_name(field: str) -> str | None:
-    """The variable a field refers to (``LR`` for ``LR``, ``A`` for ``A[0].x``); None for ``{}``/``{0}``."""
-    match = _IDENT.match(field)
-    return match.group(0) if match else None
+    """The variable a field refers to (``LR`` for ``LR``, ``A`` for ``A[0].x``), or None.
+
+    None means the field is not a ``{NAME}`` at all: ``{}``, ``{0}``, a brace range ``{0000..0139}``
+    or awk's ``{print $1}``. str.format fails on those, and AutoExperiment leaves the text as it is.
+    """
+    arg = _ARG_END.split(field, maxsplit=1)[0]
+    return arg if _IDENT.fullmatch(arg) else None
 
 
 @lru_cache(maxsize=65536)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from autoexp.config import Job, expand, load_config, render
+from autoexp.config import ConfigError, Job, expand, load_config, render
 from tests.autoexp.config.conftest import WriteConfig
 
 Jobs = Callable[..., list[Job]]
@@ -174,3 +175,23 @@ def test_render_inserts_values_verbatim(write_config: WriteConfig) -> None:
     )
     (job,) = expand(load_config(path))
     assert render(job) == "#SBATCH --job-name=x\nDATA=/d/{0000..0139}.tar\nfor f in ${A[@]}; do :; done\n"
+
+
+def test_shell_braces_that_are_not_names_survive(jobs_of: Jobs) -> None:
+    (job,) = jobs_of("name: x\ntermination_cmd: \"squeue -h | awk '{print $1}' | grep -c x\"\n")
+    # str.format fails on `{print $1}`, so AutoExperiment leaves this value exactly as written.
+    assert job.termination_cmd == "squeue -h | awk '{print $1}' | grep -c x"
+
+
+def test_shell_braces_block_other_fields_and_that_is_an_error(write_config: WriteConfig) -> None:
+    # AutoExperiment would silently keep `{name}` unsubstituted here; the fix is `{{print $1}}`.
+    path = write_config("name: x\ntermination_cmd: \"awk '{print $1}' {name}\"\n", head=True)
+    expected = "config.yaml:6: termination_cmd: {name} cannot be formatted: KeyError: 'print $1' (job #1)"
+    with pytest.raises(ConfigError, match="^" + re.escape(expected) + "$"):
+        expand(load_config(path))
+
+
+def test_float_check_interval_is_accepted(jobs_of: Jobs) -> None:
+    (job,) = jobs_of("name: x\ncheck_interval_secs: 1.5\n")
+    assert job.check_interval_secs == 2
+    assert job.params["check_interval_secs"] == 1.5
