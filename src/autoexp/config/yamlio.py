@@ -11,6 +11,7 @@ import yaml
 from autoexp.config.errors import ConfigError
 
 Scalar = str | int | float | bool
+MAX_NODES = 200_000  # YAML aliases can expand exponentially ("billion laughs"); OmegaConf caps them too
 
 
 class _Loader(yaml.SafeLoader):
@@ -86,7 +87,7 @@ def parse_yaml(text: str, file: str) -> YNode | None:
         node = loader.get_single_node()
         if node is None:
             return None
-        return _convert(loader, node, file, "")
+        return _convert(loader, node, file, "", [MAX_NODES])
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -110,8 +111,11 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _convert(loader: _Loader, node: yaml.Node, file: str, path: str) -> YNode:
+def _convert(loader: _Loader, node: yaml.Node, file: str, path: str, budget: list[int]) -> YNode:
     line = node.start_mark.line + 1
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ConfigError(file, line, path, f"more than {MAX_NODES} values after expanding YAML aliases")
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_object(node, deep=True)
         if value is not None and type(value) not in (str, int, float, bool):
@@ -120,7 +124,9 @@ def _convert(loader: _Loader, node: yaml.Node, file: str, path: str) -> YNode:
             )
         return YScalar(value, line)
     if isinstance(node, yaml.SequenceNode):
-        return YSeq([_convert(loader, item, file, f"{path}[{i}]") for i, item in enumerate(node.value)], line)
+        return YSeq(
+            [_convert(loader, item, file, f"{path}[{i}]", budget) for i, item in enumerate(node.value)], line
+        )
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
@@ -148,7 +154,7 @@ def _convert(loader: _Loader, node: yaml.Node, file: str, path: str) -> YNode:
                     _join(path, str(key)),
                     f'key {key!r} is not a string ({type(key).__name__}); quote it ("{key_node.value}")',
                 )
-            result.entries.append((key, kline, _convert(loader, value_node, file, _join(path, key))))
+            result.entries.append((key, kline, _convert(loader, value_node, file, _join(path, key), budget)))
         return result
     raise ConfigError(file, line, path, f"unsupported YAML node {node.tag}")  # pragma: no cover
 

@@ -177,3 +177,13 @@ def test_missing_template_file(write_config: WriteConfig) -> None:
         match=r"^config\.yaml:2: template: cannot read template .*t\.sbatch: No such file or directory$",
     ):
         render(job)
+
+
+def test_yaml_alias_bomb_is_refused(write_config: WriteConfig) -> None:
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 7)]
+    path = write_config("\n".join(levels) + "\n")
+    with pytest.raises(
+        ConfigError, match=r"^config\.yaml:\d+: a\d\[\d+\]\S*: more than 200000 values after expanding"
+    ):
+        load_config(path)
