@@ -113,6 +113,10 @@ def _render(args: argparse.Namespace) -> int:
         selected = [j for j in jobs if args.job in (None, j.name)]
         if not selected:
             raise ConfigError(str(args.config), 1, "", f"no job named {args.job!r}")
+        for job in selected:
+            if "/" in job.name or job.name.startswith(".") or "\0" in job.name:
+                where, line = job.origin("name").rsplit(":", 1)
+                raise ConfigError(where, int(line), "name", f"job name {job.name!r} cannot be a file name")
         scripts = [(job, render(job)) for job in selected]  # render all before writing anything
         args.out.mkdir(parents=True, exist_ok=True)
         for job, script in scripts:

@@ -119,3 +119,16 @@ def test_installed_entry_point_runs_without_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == f"{bad}:2: malformed YAML: expected ',' or ']', but got '<stream end>'\n"
+
+
+def test_render_out_refuses_names_that_escape_the_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text('cmd: c\ntemplate: t\nsbatch_script: s\noutput_file: o\nname: "../{X}"\nX: evil\n')
+    code, _, err = run(capsys, "render", str(config), "--out", "out")
+    assert code == 2
+    assert err == "c.yaml:5: name: job name '../evil' cannot be a file name\n"
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path.parent / "evil.sbatch").exists()
