@@ -261,38 +261,21 @@ def _map_llama(t: dict[str, torch.Tensor], a: Arch, family: str) -> dict[str, to
     out = {"model.embed_tokens.weight": t["embedding.word_embeddings.weight"]}
     for i in range(a.num_layers):
         m, h = f"decoder.layers.{i}.", f"model.layers.{i}."
-        q, k, v = _split_qkv(t[m + "self_attention.linear_qkv.weight"], a)
-        out.update(
-            {
-                h + "self_attn.q_proj.weight": q,
-                h + "self_attn.k_proj.weight": k,
-                h + "self_attn.v_proj.weight": v,
-            }
-        )
-        out[h + "self_attn.o_proj.weight"] = t[m + "self_attention.linear_proj.weight"]
-        if a.bias:
-            qb, kb, vb = _split_qkv(t[m + "self_attention.linear_qkv.bias"], a)
-            out.update(
-                {
-                    h + "self_attn.q_proj.bias": qb,
-                    h + "self_attn.k_proj.bias": kb,
-                    h + "self_attn.v_proj.bias": vb,
-                }
-            )
-            out[h + "self_attn.o_proj.bias"] = t[m + "self_attention.linear_proj.bias"]
+        kinds = ("weight", "bias") if a.bias else ("weight",)
+        for kind in kinds:
+            parts = _split_qkv(t[m + f"self_attention.linear_qkv.{kind}"], a)
+            for proj, part in zip(("q_proj", "k_proj", "v_proj"), parts, strict=True):
+                out[h + f"self_attn.{proj}.{kind}"] = part
+            out[h + f"self_attn.o_proj.{kind}"] = t[m + f"self_attention.linear_proj.{kind}"]
         if a.qk_layernorm:
             out[h + "self_attn.q_norm.weight"] = t[m + "self_attention.q_layernorm.weight"]
             out[h + "self_attn.k_norm.weight"] = t[m + "self_attention.k_layernorm.weight"]
-        # Megatron's GLU is act(x[:ffn]) * x[ffn:]: the first half is the gate.
-        gate, up = t[m + "mlp.linear_fc1.weight"].chunk(2, dim=0)
-        out[h + "mlp.gate_proj.weight"] = gate
-        out[h + "mlp.up_proj.weight"] = up
-        out[h + "mlp.down_proj.weight"] = t[m + "mlp.linear_fc2.weight"]
-        if a.bias:
-            gb, ub = t[m + "mlp.linear_fc1.bias"].chunk(2, dim=0)
-            out[h + "mlp.gate_proj.bias"] = gb
-            out[h + "mlp.up_proj.bias"] = ub
-            out[h + "mlp.down_proj.bias"] = t[m + "mlp.linear_fc2.bias"]
+        for kind in kinds:
+            # Megatron's GLU is act(x[:ffn]) * x[ffn:]: the first half is the gate.
+            gate, up = t[m + f"mlp.linear_fc1.{kind}"].chunk(2, dim=0)
+            out[h + f"mlp.gate_proj.{kind}"] = gate
+            out[h + f"mlp.up_proj.{kind}"] = up
+            out[h + f"mlp.down_proj.{kind}"] = t[m + f"mlp.linear_fc2.{kind}"]
         out[h + "input_layernorm.weight"] = t[m + "input_layernorm.weight"]
         out[h + "post_attention_layernorm.weight"] = t[m + "pre_mlp_layernorm.weight"]
     out["model.norm.weight"] = t["decoder.final_layernorm.weight"]
