@@ -123,7 +123,38 @@ def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -
     dagbag = bag([SEED], monkeypatch)
     assert dagbag.import_errors == {}
     assert len(dagbag.dags) == 90
-    dag = next(iter(dagbag.dags.values()))
-    assert len([t for t in dag.task_dict if t.endswith(".train")]) == 6  # pretrain + 5 cooldown budgets
-    scratch = [d for d in dagbag.dags.values() if "trains from scratch" in (d.doc_md or "")]
-    assert scratch  # the seed's ITER=0 cells are reported on the DAG page
+    budgets = ["100M", "200M", "400M", "1B", "2B"]
+    dag = dagbag.dags["c4_10M_lr0.01_b1_0.9_b2_0.95_wd0.01_w585_n1_bs4__withBias"]
+    # No airflow: section: the defaults.
+    assert dag.tags == {"autoexp"}
+    assert dag.default_args["retries"] == 2
+    assert dag.default_args["owner"] == "autoexp"
+    assert sorted(dag.task_dict) == sorted(
+        [
+            "stage",
+            "report",
+            "pretrain.train",
+            "pretrain.checkpoints.wait",
+            "pretrain.checkpoints.convert_eval",
+            *[
+                f"cooldown_{b}.{t}"
+                for b in budgets
+                for t in ("wait_branch_checkpoint", "train", "checkpoints.wait", "checkpoints.convert_eval")
+            ],
+        ]
+    )
+    mapped = {k: g for k, g in dag.task_group_dict.items() if k.endswith(".checkpoints")}
+    assert sorted(mapped) == sorted(["pretrain.checkpoints", *[f"cooldown_{b}.checkpoints" for b in budgets]])
+    # 61036 iterations saved every 2000: 30 saves and the last one, each converted and evaluated.
+    pretrain = [kw["iteration"] for kw in mapped["pretrain.checkpoints"]._expand_input.value]
+    assert (len(pretrain), pretrain[0], pretrain[-1]) == (31, 2000, 61036)
+    assert dag.task_dict["pretrain.train"].pool == "slurm_slurm_default"
+    # bs16 and bs32 runs are too short for the small budgets: ITER=0, those cooldowns train from scratch
+    # (5 cells: 2 budgets at bs16, 3 at bs32), with no branch wait and a note on the DAG page.
+    for bs, scratch in (("4", 0), ("16", 2), ("32", 3)):
+        dags = [d for d in dagbag.dags.values() if d.dag_id.endswith(f"_bs{bs}__withBias")]
+        assert len(dags) == 15
+        for d in dags:
+            waits = [t for t in d.task_dict if t.endswith("wait_branch_checkpoint")]
+            assert len(waits) == 5 - scratch, d.dag_id
+            assert (d.doc_md or "").count("trains from scratch") == scratch, d.dag_id
