@@ -35,29 +35,33 @@ name: "{EXP}_s{SEED}"
 """
 
 
-def timed(path: Path, repeats: int) -> tuple[int, float]:
-    best = float("inf")
+def timed(path: Path, repeats: int) -> tuple[int, float, float]:
+    """Jobs, best wall seconds and best CPU seconds of load + expand (CPU time is what a busy
+    machine, shared with other processes, cannot inflate)."""
+    best_wall = best_cpu = float("inf")
     count = 0
     for _ in range(repeats):
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         count = len(expand(load_config(path)))
-        best = min(best, time.perf_counter() - started)
-    return count, best
+        best_wall = min(best_wall, time.perf_counter() - wall)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    return count, best_wall, best_cpu
+
+
+def report(label: str, count: int, wall: float, cpu: float) -> None:
+    print(f"{label}: {count} jobs in {wall:.3f} s wall, {cpu:.3f} s CPU ({count / wall:,.0f} jobs/s)")
 
 
 def main() -> int:
-    count, seconds = timed(SHIPPED, 5)
+    count, seconds, cpu = timed(SHIPPED, 5)
+    report("shipped config", count, seconds, cpu)
     verdict = "met" if seconds < TARGET_SHIPPED_S else "MISSED (is the machine busy? see `uptime`)"
-    print(f"shipped config: {count} jobs in {seconds:.3f} s ({count / seconds:,.0f} jobs/s)")
-    print(f"  target < {TARGET_SHIPPED_S} s: {verdict}")
+    print(f"  target < {TARGET_SHIPPED_S} s wall: {verdict}")
     models = "\n".join(f"  - m{i}: {{HIDDEN: {128 * (i + 1)}, LAYERS: {4 + i}}}" for i in range(10))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "generated.yaml"
         path.write_text(GENERATED % models)
-        big_count, big_seconds = timed(path, 2)
-    print(
-        f"generated config: {big_count} jobs in {big_seconds:.3f} s ({big_count / big_seconds:,.0f} jobs/s)"
-    )
+        report("generated config", *timed(path, 2))
     return 0
 
 

@@ -12,12 +12,26 @@ from autoexp.config.yamlio import Scalar, YNode, YScalar, YSeq
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """One path of an assignment: the keys from the top, each key's line, the value and its line."""
+    """One path of an assignment: the keys from the top, each key's line, the value and its line.
+
+    ``writes`` is what the path assigns in the flat namespace, as ``(name, value, line)``: each key
+    takes the next key as its value (at that key's line) and the last key takes the leaf value.
+    """
 
     keys: tuple[str, ...]
     key_lines: tuple[int, ...]
     value: Scalar
     line: int
+    writes: tuple[tuple[str, Scalar, int], ...] = ()
+
+    @staticmethod
+    def make(keys: tuple[str, ...], key_lines: tuple[int, ...], value: Scalar, line: int) -> Leaf:
+        writes: tuple[tuple[str, Scalar, int], ...] = tuple(
+            (keys[i], keys[i + 1], key_lines[i + 1]) for i in range(len(keys) - 1)
+        )
+        if keys:
+            writes += ((keys[-1], value, line),)
+        return Leaf(keys, key_lines, value, line, writes)
 
 
 Assignment = tuple[Leaf, ...]
@@ -99,7 +113,8 @@ class GridExpander:
 
 def _prefix(key: str, key_line: int, assignment: Assignment) -> Assignment:
     return tuple(
-        Leaf((key, *leaf.keys), (key_line, *leaf.key_lines), leaf.value, leaf.line) for leaf in assignment
+        Leaf.make((key, *leaf.keys), (key_line, *leaf.key_lines), leaf.value, leaf.line)
+        for leaf in assignment
     )
 
 
@@ -112,10 +127,7 @@ def flatten(assignment: Assignment) -> tuple[dict[str, Scalar], dict[str, int]]:
     params: dict[str, Scalar] = {}
     lines: dict[str, int] = {}
     for leaf in assignment:
-        keys = leaf.keys
-        for i in range(len(keys) - 1):
-            params[keys[i]] = keys[i + 1]
-            lines[keys[i]] = leaf.key_lines[i + 1]
-        params[keys[-1]] = leaf.value
-        lines[keys[-1]] = leaf.line
+        for name, value, line in leaf.writes:
+            params[name] = value
+            lines[name] = line
     return params, lines

@@ -147,7 +147,7 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
             if params[key] != old[key]:
                 now_changed.add(key)
         if not now_changed:  # AutoExperiment's `old_params == params`
-            _check_resolved(params, original)
+            _check_resolved(params, original, pending)
             return params
         changed = now_changed
         pending = [k for k in pending if _may_change(params[k])]
@@ -161,13 +161,12 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
     )
 
 
-def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar]) -> None:
-    """Raise for the first variable that did not resolve and does not merely wait on another one."""
-    broken = [
-        k
-        for k, v in params.items()
-        if type(v) is str and ("{" in v or v.startswith("expr(")) and _leftover(v)
-    ]
+def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar], pending: list[str]) -> None:
+    """Raise for the first variable that did not resolve and does not merely wait on another one.
+
+    Only ``pending`` values (strings that held braces or an expr) can still hold either.
+    """
+    broken = [k for k in pending if _leftover_value(params[k])]
     if not broken:
         return
     evaled = {k: v for k, v in params.items() if not is_expr(v)}
@@ -188,6 +187,10 @@ def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar]) -> N
     raise SubstitutionError(
         key, f"{value} did not resolve"
     )  # pragma: no cover (a leftover always has a reason)
+
+
+def _leftover_value(value: Scalar) -> bool:
+    return type(value) is str and ("{" in value or value.startswith("expr(")) and _leftover(value)
 
 
 def _leftover(value: str) -> bool:
