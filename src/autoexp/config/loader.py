@@ -51,7 +51,10 @@ class Config:
         return self.display_path(), line
 
     def airflow_line(self, key_path: str) -> int:
-        """Line of ``key_path`` inside the airflow section (``"default_args.retries"``); "" is the section."""
+        """Line of ``key_path`` inside the airflow section (``"default_args.retries"``); "" is the section.
+
+        A value set by the i-th ``-f`` override has line -i; ``locate`` turns it into a place.
+        """
         node: YNode | None = self.airflow_node
         line = node.line if node else 1
         for part in [p for p in key_path.split(".") if p]:
@@ -70,7 +73,7 @@ class Config:
     def airflow_error(self, key_path: str, message: str) -> ConfigError:
         """A ConfigError located at ``airflow.<key_path>`` in the config file."""
         key = f"{AIRFLOW_KEY}.{key_path}" if key_path else AIRFLOW_KEY
-        return ConfigError(self.display_path(), self.airflow_line(key_path), key, message)
+        return ConfigError(*self.locate(self.airflow_line(key_path)), key, message)
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
@@ -90,15 +93,16 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
         raise ConfigError(
             shown, root.line, "", f"the top level must be a mapping of keys to values, not {kind}"
         )
+    apply_overrides(root, overrides)  # before the airflow section goes: `-f airflow.retries=3` works
     airflow_node: YMap | None = None
     index = root.index(AIRFLOW_KEY)
     if index >= 0:
         _, line, node = root.entries.pop(index)
         if not isinstance(node, YMap):
-            raise ConfigError(shown, line, AIRFLOW_KEY, "the airflow section must be a mapping")
+            where = (f"<-f {overrides[-line - 1]}>", 1) if line < 0 else (shown, line)
+            raise ConfigError(*where, AIRFLOW_KEY, "the airflow section must be a mapping")
         node.line = line
         airflow_node = node
-    apply_overrides(root, overrides)
     resolve_interpolations(root, shown)
     airflow = to_plain(airflow_node) if airflow_node is not None else None
     return Config(config_path, root, airflow, tuple(overrides), airflow_node)

@@ -195,3 +195,13 @@ def test_float_check_interval_is_accepted(jobs_of: Jobs) -> None:
     (job,) = jobs_of("name: x\ncheck_interval_secs: 1.5\n")
     assert job.check_interval_secs == 2
     assert job.params["check_interval_secs"] == 1.5
+
+
+def test_override_reaches_the_airflow_section(write_config: WriteConfig) -> None:
+    path = write_config("name: x\nairflow:\n  retries: 1\n", head=True)
+    config = load_config(path, ["airflow.retries=3"])
+    assert config.airflow == {"retries": 3}
+    assert (
+        str(config.airflow_error("retries", "too many"))
+        == "<-f airflow.retries=3>:1: airflow.retries: too many"
+    )
