@@ -14,7 +14,10 @@ import urllib.request
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autoexp.experiment.plan import ExperimentPlan
 
 log = logging.getLogger("autoexp.demo")
 
@@ -68,32 +71,75 @@ class Api:
         return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
 
 
-def slurm_busy_seconds(since: float, until: float) -> float:
-    """Length of the union of all Slurm job intervals in [since, until] (local cluster's sacct)."""
+def _sacct_jobs(since: float) -> list[tuple[str, float, float | None]]:
+    """(job name, start, end or None) of every job since ``since`` (the local cluster's sacct)."""
     start = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "-S", start, "-o", "Start,End"],
+        ["sacct", "-X", "-n", "-P", "-a", "-S", start, "-o", "JobName%200,Start,End"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     ).stdout
-    spans: list[tuple[float, float]] = []
+    jobs: list[tuple[str, float, float | None]] = []
     for line in out.splitlines():
-        begin, _, end = line.partition("|")
+        name, begin, end = [*line.split("|"), "", ""][:3]
         try:
             b = datetime.fromisoformat(begin).timestamp()
-            e = datetime.fromisoformat(end).timestamp() if end not in ("Unknown", "None", "") else until
         except ValueError:
-            continue
-        spans.append((max(b, since), min(e, until)))
+            continue  # never started
+        try:
+            e: float | None = datetime.fromisoformat(end).timestamp()
+        except ValueError:
+            e = None
+        jobs.append((name, b, e))
+    return jobs
+
+
+def slurm_busy_seconds(jobs: list[tuple[str, float, float | None]], since: float, until: float) -> float:
+    """Length of the union of all Slurm job intervals in [since, until]."""
+    spans = sorted((max(b, since), min(e if e is not None else until, until)) for _, b, e in jobs)
     busy, cursor = 0.0, since
-    for b, e in sorted(spans):
+    for b, e in spans:
         b = max(b, cursor)
         if e > b:
             busy += e - b
             cursor = e
     return busy
+
+
+def critical_path_seconds(
+    plans: Sequence[ExperimentPlan], jobs: list[tuple[str, float, float | None]]
+) -> float:
+    """Longest chain of dependent Slurm job time in any experiment, from sacct durations.
+
+    Chains: pretraining then the conversion of its last checkpoint; and, per cooldown, the part of
+    pretraining up to the branch point (pro rata of iterations), the cooldown's training, then the
+    conversion of its last checkpoint. Attempts of one task add up; conversions of one phase count
+    their longest job. Job names are ``af-<dag>-<task>...`` (see slurm_operator.naming).
+    """
+    now = time.time()
+    longest = 0.0
+    for plan in plans:
+        train: dict[str, float] = {}
+        convert: dict[str, float] = {}
+        prefix = f"af-{plan.dag_id}-"
+        for name, b, e in jobs:
+            if not name.startswith(prefix):
+                continue
+            phase, _, task = name[len(prefix) :].partition(".")
+            took = (e if e is not None else now) - b
+            if task.startswith("train"):
+                train[phase] = train.get(phase, 0.0) + took
+            else:
+                convert[phase] = max(convert.get(phase, 0.0), took)
+        pre = plan.pretrain
+        chains = [train.get(pre.key, 0.0) + convert.get(pre.key, 0.0)]
+        for cd in plan.cooldowns:
+            share = cd.start_iter / pre.train_iters if pre.train_iters else 0.0
+            chains.append(train.get(pre.key, 0.0) * share + train.get(cd.key, 0.0) + convert.get(cd.key, 0.0))
+        longest = max(longest, *chains)
+    return longest
 
 
 def print_report(report_dir: Path) -> None:
@@ -159,10 +205,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for plan in plans:
         print(f"\n== {plan.dag_id}: {states.get(plan.dag_id, 'not finished')}")
         print_report(Path(plan.pretrain.run_dir) / "report")
-    busy = slurm_busy_seconds(t0, t1)
+    jobs = _sacct_jobs(t0)
+    busy = slurm_busy_seconds(jobs, t0, t1)
+    critical = critical_path_seconds(plans, jobs)
     print(
-        f"\ncampaign wall {t1 - t0:.0f} s (whole demo {t1 - args.started:.0f} s); some Slurm job running "
-        f"{busy:.0f} s; orchestration overhead (wall with no Slurm job running) {t1 - t0 - busy:.0f} s"
+        f"\ncampaign wall {t1 - t0:.0f} s (whole demo incl. set-up {t1 - args.started:.0f} s), {len(jobs)} "
+        f"Slurm jobs\n  Slurm critical path {critical:.0f} s -> orchestration overhead (wall - critical "
+        f"path) {t1 - t0 - critical:.0f} s\n  no Slurm job running for {t1 - t0 - busy:.0f} s of the wall"
     )
     ok = len(states) == len(runs) and all(s == "success" for s in states.values())
     return 0 if ok else 1
