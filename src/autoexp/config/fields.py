@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from functools import lru_cache
 from string import Formatter
 
@@ -28,22 +29,34 @@ def field_names(text: str) -> tuple[str, ...]:
         return ()
 
 
-def head_name(field: str) -> str | None:
-    """The variable a field refers to (``LR`` for ``LR``, ``A`` for ``A[0].x``), or None.
+def field_arg(field: str) -> str | None:
+    """The key a field looks up (``LR``, ``A`` for ``A[0].x``, ``my-key``); None for ``{}`` and ``{0}``.
 
-    None means the field is not a ``{NAME}`` at all: ``{}``, ``{0}``, a brace range ``{0000..0139}``
-    or awk's ``{print $1}``. str.format fails on those, and AutoExperiment leaves the text as it is.
+    str.format looks up whatever precedes the first ``.`` or ``[``, so ``{my-key}`` finds a variable
+    named ``my-key``; a digit-only field is positional and never finds one.
     """
     arg = _ARG_END.split(field, maxsplit=1)[0]
-    return arg if _IDENT.fullmatch(arg) else None
+    return arg if arg and not arg.isdigit() else None
+
+
+def head_name(field: str, defined: Container[str] = ()) -> str | None:
+    """The variable a field refers to when it is a ``{NAME}``: an identifier or a defined key; else None.
+
+    None means the field is not a ``{NAME}``: ``{}``, ``{0}``, a brace range ``{0000..0139}`` or awk's
+    ``{print $1}``. str.format fails on those, and AutoExperiment leaves the text as it is.
+    """
+    arg = field_arg(field)
+    if arg is None:
+        return None
+    return arg if _IDENT.fullmatch(arg) or arg in defined else None
 
 
 @lru_cache(maxsize=65536)
 def referenced_names(text: str) -> tuple[str, ...]:
-    """Variable names referenced by ``text``'s replacement fields, including nested format specs."""
+    """Keys ``text``'s replacement fields look up (nested format specs included): its dependencies."""
     names: list[str] = []
     for field in field_names(text):
-        head = head_name(field)
+        head = field_arg(field)
         if head is not None:
             names.append(head)
     for spec in format_specs(text):

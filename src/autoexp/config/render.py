@@ -61,7 +61,7 @@ def _fail(job: Job, text: str) -> str:
             line.format_map(dict(job.params))
         except KeyError:
             for field in field_names(line):
-                head = head_name(field)
+                head = head_name(field, job.params)
                 if head is not None and head not in job.params:
                     hint = close_matches(head, job.params)
                     raise ConfigError(

@@ -166,7 +166,7 @@ def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar], pend
 
     Only ``pending`` values (strings that held braces or an expr) can still hold either.
     """
-    broken = [k for k in pending if _leftover_value(params[k])]
+    broken = [k for k in pending if _leftover_value(params[k], params)]
     if not broken:
         return
     evaled = {k: v for k, v in params.items() if not is_expr(v)}
@@ -189,18 +189,16 @@ def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar], pend
     )  # pragma: no cover (a leftover always has a reason)
 
 
-def _leftover_value(value: Scalar) -> bool:
-    return type(value) is str and ("{" in value or value.startswith("expr(")) and _leftover(value)
-
-
-def _leftover(value: str) -> bool:
-    return is_expr(value) or any(head_name(f) is not None for f in field_names(value))
+def _leftover_value(value: Scalar, params: dict[str, Scalar]) -> bool:
+    if type(value) is not str or not ("{" in value or value.startswith("expr(")):
+        return False
+    return is_expr(value) or any(head_name(f, params) is not None for f in field_names(value))
 
 
 def unresolved_problem(text: str, values: dict[str, Any], defined: dict[str, Any]) -> str | None:
     """Why ``text`` still holds a ``{NAME}`` field: an undefined name, or a format that failed."""
     for field in field_names(text):
-        head = head_name(field)
+        head = head_name(field, defined)
         if head is None:
             continue  # `{}`, `{0}`, `{0000..0139}`: AutoExperiment leaves these as literal text
         if head not in defined:

@@ -205,3 +205,11 @@ def test_override_reaches_the_airflow_section(write_config: WriteConfig) -> None
         str(config.airflow_error("retries", "too many"))
         == "<-f airflow.retries=3>:1: airflow.retries: too many"
     )
+
+
+def test_keys_that_are_not_identifiers_are_still_substituted(jobs_of: Jobs) -> None:
+    # str.format looks up `my-key` as it is; a chain through exprs must follow it across passes.
+    (job,) = jobs_of(
+        'name: "{my-key}"\nmy-key: "n{other key}"\nother key: "expr({X} * 2)"\nX: "expr(2 + 1)"\n'
+    )
+    assert job.name == "n6"
