@@ -20,6 +20,7 @@ from autoexp.config import (
     parse_filters,
     render,
 )
+from autoexp.config.substitute import close_matches
 
 EXIT_CONFIG_ERROR = 2
 
@@ -151,8 +152,6 @@ def _find(jobs: list[Job], name: str, config: str) -> Job:
     for job in jobs:
         if job.name == name:
             return job
-    from autoexp.config.substitute import close_matches
-
     raise ConfigError(config, 1, "", f"no job named {name!r}{close_matches(name, [j.name for j in jobs])}")
 
 

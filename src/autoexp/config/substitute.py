@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any, cast
 
 from autoexp.config import safe_expr
@@ -184,9 +184,7 @@ def _check_resolved(params: dict[str, Scalar], original: dict[str, Scalar], pend
         eval_expr(value)
     except safe_expr.ExprError as exc:
         raise SubstitutionError(key, f"{value} refused: {exc}") from None
-    raise SubstitutionError(
-        key, f"{value} did not resolve"
-    )  # pragma: no cover (a leftover always has a reason)
+    raise SubstitutionError(key, f"{value} did not resolve")  # pragma: no cover (always one of the above)
 
 
 def _leftover_value(value: Scalar, params: dict[str, Scalar]) -> bool:
@@ -213,7 +211,7 @@ def unresolved_problem(text: str, values: dict[str, Any], defined: dict[str, Any
     return None
 
 
-def close_matches(name: str, names: Any, render: Callable[[str], str] = str) -> str:
+def close_matches(name: str, names: Iterable[Any]) -> str:
     """'; did you mean X, Y?' for names close to ``name``, or ''."""
     matches = difflib.get_close_matches(name, [n for n in names if isinstance(n, str)], n=3, cutoff=0.6)
-    return f"; did you mean {', '.join(render(m) for m in matches)}?" if matches else ""
+    return f"; did you mean {', '.join(matches)}?" if matches else ""
