@@ -32,6 +32,9 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     :param finished_path: marker of a training that succeeded without saving the iteration.
     :param grace: seconds a checkpoint may still take to settle once a marker is seen (default
         three settle periods and three polls); then the wait ends with an error naming the iteration.
+    :param min_defer_seconds: the event waits until the trigger has run this long: Airflow 3.3.2's
+        scheduler fails a task whose trigger fires before it processed the deferral (a checkpoint
+        that is already there), as the Slurm layer's job trigger notes.
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         poll_interval: float = 60.0,
         grace: float | None = None,
         failure_budget: float = 1800.0,
+        min_defer_seconds: float = 10.0,
         **_: Any,
     ) -> None:
         super().__init__(
@@ -59,6 +63,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self.failed_path = failed_path
         self.finished_path = finished_path
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
+        self.min_defer_seconds = min_defer_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath in the installed autoexp package (importable by the triggerer) and every argument."""
@@ -74,11 +79,19 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
                 "poll_interval": self.poll_interval,
                 "grace": self.grace,
                 "failure_budget": self.failure_budget,
+                "min_defer_seconds": self.min_defer_seconds,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll checkpoint and markers until the iteration is complete or cannot come; one event."""
+        started = time.monotonic()
+        async for event in self._poll():
+            await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
+            yield event
+            return
+
+    async def _poll(self) -> AsyncIterator[TriggerEvent]:
         hook = AsyncSlurmHook(self.ssh_conn_id)
         settle = SettleTracker.new(self.settle_seconds)
         last_ok = time.monotonic()

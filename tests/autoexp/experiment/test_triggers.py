@@ -25,6 +25,7 @@ def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpoi
         settle_seconds=0.3,
         poll_interval=0.2,
         grace=1.0,
+        min_defer_seconds=0.5,
     )
 
 
