@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,24 @@ def sacct_names(cluster: Any, pattern: str) -> list[str]:
     return [line for line in out.splitlines() if pattern in line]
 
 
+def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> list[str]:
+    """Poll accounting until a job named like ``pattern`` is in ``state`` (slurmdbd records lag)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = sacct_names(cluster, pattern)
+        if any(line.endswith(f"|{state}") for line in lines):
+            return lines
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {state} job matching {pattern!r} after {timeout} s: {lines}")
+        time.sleep(1)
+
+
 def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[str, Any]) -> None:
     stack, demo_dir, cluster = campaign["stack"], campaign["dir"], campaign["cluster"]
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
     # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
     stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
-    before = sacct_names(cluster, "-pretrain.train-")
+    before = wait_for_jobs(cluster, "-pretrain.train-", "RUNNING", timeout=120)
     assert len(before) == 1, before
     stack.api(
         "POST",
@@ -87,6 +100,9 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     )
     state = stack.wait_run(DAG_ID, run_id, timeout=900, poll=5)
     assert state == "success", stack.task_states(DAG_ID, run_id)
+    # The cleared task's next try found the job it had recorded; the trigger's on_kill left it running.
+    retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
+    assert "re-attaching to recorded Slurm job" in retry_log
     after = sacct_names(cluster, "-pretrain.train-")
     assert after == [before[0].rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
     run_dir = demo_dir / "runs" / "demo_tiny_lr0.003_bs4"
