@@ -221,6 +221,8 @@ class ReportOperator(BaseOperator):
         self.report_args = dict(report_args)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        if context["params"].get("dry_run"):
+            raise AirflowSkipException("dry run: nothing ran, nothing to report")
         return tasks.build_report(context=context, **self.report_args)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
 
-from autoexp.experiment.operators import CampaignSlurmOperator, gate, outcome_path
+from autoexp.experiment.operators import CampaignSlurmOperator, ReportOperator, gate, outcome_path
 
 
 def train_task(conn_id: str, state_dir: Path) -> CampaignSlurmOperator:
@@ -62,3 +62,9 @@ def test_gate_skips_phases_not_selected_and_dry_runs(params: dict[str, Any], why
     with pytest.raises(AirflowSkipException, match=why):
         gate({"params": params}, "pretrain")  # type: ignore[typeddict-item]
     gate({"params": {"phases": ["pretrain"]}}, "pretrain")  # type: ignore[typeddict-item]
+
+
+def test_report_of_a_dry_run_is_skipped() -> None:
+    report = ReportOperator(task_id="report", report_args={})
+    with pytest.raises(AirflowSkipException, match="dry run"):
+        report.execute({"params": {"dry_run": True}})  # type: ignore[typeddict-item]
