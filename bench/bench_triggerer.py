@@ -1,85 +1,106 @@
-"""Benchmark: N deferred SlurmJobTriggers in one event loop (as in the triggerer): CPU, memory, commands."""
+"""Benchmark: N deferred SlurmJobTriggers in one event loop (as in the triggerer): CPU, memory, SSH commands.
+
+Self-contained: starts a private local cluster (scripts/local-cluster) and a counting sshd in front of
+it, submits one job array of sleeping jobs (8 run, the rest pend), holds N triggers on N distinct
+array tasks for a while, and reports per N: CPU of this process (% of one core), its resident memory,
+and the SSH requests the *server* ran per poll interval. Everything it started is stopped at the end.
+
+    .venv/bin/python bench/bench_triggerer.py --counts 1,100,1000 --interval 5 --duration 30
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import resource
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "plugins")]
+# Airflow reads its home at import time; never touch ~/airflow from a benchmark.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
 
-from slurm_operator.hooks import SlurmHook
-from slurm_operator.poller import SlurmPoller
-from slurm_operator.triggers import SlurmJobTrigger
+from slurm_operator.hooks import SlurmHook  # noqa: E402
+from slurm_operator.poller import SlurmPoller  # noqa: E402
+from slurm_operator.triggers import SlurmJobTrigger  # noqa: E402
+
+from tests.fixtures.slurm_cluster import start_cluster, stop_cluster  # noqa: E402
+from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd  # noqa: E402
 
 
 def _rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
     return float("nan")
 
 
 async def _hold(
-    conn_id: str, job_ids: list[str], n: int, interval: float, duration: float
-) -> dict[str, float]:
-    """Run n triggers (round-robin over the real job ids) for `duration` seconds."""
+    sshd: CountingSshd, job_ids: list[str], interval: float, duration: float
+) -> dict[str, float | int]:
+    """Run one trigger per job id for ``duration`` seconds; measure after one settling interval."""
     triggers = [
-        SlurmJobTrigger(conn_id, job_ids[i % len(job_ids)], poll_interval=interval, stream_logs=False)
-        for i in range(n)
+        SlurmJobTrigger(sshd.conn_id, job_id, poll_interval=interval, stream_logs=False) for job_id in job_ids
     ]
     tasks = [asyncio.create_task(anext(t.run())) for t in triggers]  # type: ignore[arg-type]
-    await asyncio.sleep(interval)  # let every subscription settle before measuring
-    poller = SlurmPoller.for_conn(conn_id)
-    rounds0, cpu0, t0 = poller.rounds, time.process_time(), time.monotonic()
+    await asyncio.sleep(interval * 1.5)  # every subscription in, first rounds done (connection opened)
+    poller = SlurmPoller.for_conn(sshd.conn_id)
+    rounds0, cpu0, wall0, t0 = poller.rounds, time.process_time(), time.monotonic(), time.time()
     await asyncio.sleep(duration)
-    rounds, cpu, wall = poller.rounds - rounds0, time.process_time() - cpu0, time.monotonic() - t0
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    served = sshd.commands(t0, time.time())
+    rounds = poller.rounds - rounds0
+    rss = _rss_mb()
+    done = sum(t.done() for t in tasks)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    intervals = wall / interval
     return {
-        "triggers": n,
-        "distinct_jobs": len(set(job_ids)),
+        "triggers": len(job_ids),
         "cpu_percent_of_core": round(100 * cpu / wall, 2),
-        "rss_mb": round(_rss_mb(), 1),
-        "queries": rounds,
-        "queries_per_interval": round(rounds / (wall / interval), 2),
+        "rss_mb": round(rss, 1),
+        "server_commands": len(served),
+        "server_commands_per_interval": round(len(served) / intervals, 2),
+        "poll_rounds_per_interval": round(rounds / intervals, 2),
+        "triggers_fired_early": done,
     }
 
 
 def main() -> None:
-    """Submit sleeping jobs, hold N triggers on them, print one JSON line per N, cancel the jobs."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--conn-id", default="slurm_local")
+    """Start a cluster, hold N triggers for each N, print one JSON line per N, stop everything."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--counts", default="1,100,1000")
-    ap.add_argument("--jobs", type=int, default=8, help="real sleeping jobs the triggers watch")
-    ap.add_argument("--interval", type=float, default=5.0)
-    ap.add_argument("--duration", type=float, default=30.0)
-    ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--interval", type=float, default=5.0, help="poll interval of every trigger (s)")
+    ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per count")
     args = ap.parse_args()
-    hook = SlurmHook(args.conn_id)
-    ids = [
-        hook.submit(
-            script="#!/bin/bash\nsleep 600\n",
-            upload_to=f"{args.workdir}/bench-sleep.sbatch",
-            sbatch_args=["--job-name=bench-sleep", f"--output={args.workdir}/bench-%j.out"],
-        )
-        for _ in range(args.jobs)
-    ]
+    counts = [int(c) for c in args.counts.split(",")]
+    baseline = _rss_mb()
+    cluster = start_cluster(prefix="bench-cluster-")
+    sshd = start_counting_sshd(cluster, Path(tempfile.mkdtemp(prefix="bench-sshd-")))
+    os.environ[sshd.conn_env_var] = sshd.conn_json
+    hook = SlurmHook(sshd.conn_id)
+    array = ""
     try:
-        for n in (int(c) for c in args.counts.split(",")):
-            print(
-                json.dumps(asyncio.run(_hold(args.conn_id, ids, n, args.interval, args.duration))), flush=True
-            )
+        # One array of sleeping tasks: N distinct job ids ("A_0".."A_{N-1}") at the cost of one sbatch.
+        array = hook.submit(
+            script="#!/bin/bash\nsleep 900\n",
+            sbatch_args=[f"--array=0-{max(counts) - 1}", "--job-name=bench-sleep", "--output=/dev/null"],
+        )
+        print(json.dumps({"rss_mb_after_imports": round(baseline, 1), "array_job": array}), flush=True)
+        for n in counts:
+            ids = [f"{array}_{i}" for i in range(n)]
+            print(json.dumps(asyncio.run(_hold(sshd, ids, args.interval, args.duration))), flush=True)
     finally:
-        for job_id in ids:
-            hook.cancel(job_id)
-    print(json.dumps({"max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        if array:
+            hook.cancel(array)
+        hook.close()
+        sshd.stop()
+        stop_cluster(cluster)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ class SlurmOperator(BaseOperator):
     :param stream_logs: relay new job log lines into the task log as ``[slurm <id>] ...``.
     :param failure_budget: seconds the cluster may be unreachable before the wait gives up (the
         job keeps running; the task's retry re-attaches to it).
+    :param min_defer_seconds: shortest deferral (see SlurmJobTrigger: works around a scheduler race
+        in Airflow 3.3.2 that fails tasks whose trigger fires within seconds).
     """
 
     template_fields: Sequence[str] = (
@@ -97,6 +99,7 @@ class SlurmOperator(BaseOperator):
         deferrable: bool = True,
         stream_logs: bool = True,
         failure_budget: float = 1800,
+        min_defer_seconds: float = 10,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -118,6 +121,7 @@ class SlurmOperator(BaseOperator):
         self.deferrable = deferrable
         self.stream_logs = stream_logs
         self.failure_budget = failure_budget
+        self.min_defer_seconds = min_defer_seconds
         self._job_id: str | None = None
 
     # ----------------------------------------------------------------------------------- entry points
@@ -268,7 +272,8 @@ class SlurmOperator(BaseOperator):
             # Slurm cannot create the log's folder: a job whose --output folder is missing ends
             # FAILED at once with no log at all, which would read as the job's own failure.
             log_dir = posixpath.dirname(pattern)
-            if log_dir:
+            if log_dir and not script_copy.startswith(f"{log_dir.rstrip('/')}/"):
+                # (the script upload below creates remote_dir/scripts/, and so remote_dir, anyway)
                 hook.run(commands.mkdir_p(log_dir))
             job_id = hook.submit(
                 script=text, upload_to=script_copy, sbatch_args=args, environment=self.environment
@@ -301,6 +306,7 @@ class SlurmOperator(BaseOperator):
                     stream_logs=self.stream_logs,
                     failure_budget=self.failure_budget,
                     carry=carry,
+                    min_defer_seconds=self.min_defer_seconds,
                 ),
                 method_name="execute_complete",
             )

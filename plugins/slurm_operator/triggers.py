@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -47,6 +47,11 @@ class SlurmJobTrigger(BaseTrigger):
     :param missing_polls: authoritative polls that do not know the job before giving up.
     :param cancel_on_kill: scancel the job when a user marks the deferred task failed/success or clears it.
     :param carry: JSON the operator needs on resume, echoed in the event (dag.test() drops defer kwargs).
+    :param min_defer_seconds: the final event waits until the trigger has run this long. Airflow
+        3.3.2's scheduler marks a task failed ("state changed externally") when a trigger fires before
+        it has processed the deferring worker's exit: the resumed task is already QUEUED when the
+        late "success" of the deferral arrives. A job that ends within seconds (a typo in the script)
+        would hit that; waiting a few seconds costs nothing next to a Slurm job.
     """
 
     def __init__(
@@ -61,10 +66,12 @@ class SlurmJobTrigger(BaseTrigger):
         missing_polls: int = 10,
         cancel_on_kill: bool = True,
         carry: dict[str, Any] | None = None,
+        min_defer_seconds: float = 10.0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ssh_conn_id = ssh_conn_id
         self.job_id = job_id
+        self.min_defer_seconds = min_defer_seconds
         self.poll_interval = poll_interval
         self.log_path = log_path
         self.log_offset = log_offset
@@ -89,11 +96,23 @@ class SlurmJobTrigger(BaseTrigger):
                 "missing_polls": self.missing_polls,
                 "cancel_on_kill": self.cancel_on_kill,
                 "carry": self.carry,
+                "min_defer_seconds": self.min_defer_seconds,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield exactly one final event: success, failure (with state and exit code) or error."""
+        started = time.monotonic()
+        watch = self._watch()
+        try:
+            event = await anext(watch)
+        finally:
+            await watch.aclose()  # unsubscribes from the poller
+        # Exactly one event leaves run(); held until the scheduler is surely past the deferral.
+        await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
+        yield event
+
+    async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
         sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval)
         hook = AsyncSlurmHook(self.ssh_conn_id)
         offset = self.log_offset

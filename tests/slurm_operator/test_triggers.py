@@ -66,6 +66,7 @@ JOB_KWARGS: dict[str, Any] = {
     "missing_polls": 3,
     "cancel_on_kill": True,
     "carry": {"attempts": [{"job_id": "42"}]},
+    "min_defer_seconds": 0.0,
 }
 PATH_KWARGS: dict[str, Any] = {
     "ssh_conn_id": "slurm_local",
@@ -119,6 +120,25 @@ async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeCluster) -> N
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False}))
     assert ev.status == events.ERROR
     assert "job 42 is unknown to Slurm after 3 polls" in ev.message
+
+
+async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that ends at once must not fire before the scheduler processed the deferral (3.3.2 race)."""
+    cluster.states = [{"42": SlurmState.COMPLETED}]
+    waits: list[float] = []
+    real_sleep = triggers.asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "min_defer_seconds": 30.0}))
+    assert ev.status == events.SUCCESS
+    assert len(waits) == 1
+    assert 29.0 < waits[0] <= 30.0
 
 
 async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:

@@ -48,6 +48,10 @@ class CountingSshd:
     pid: int
 
     @property
+    def conn_env_var(self) -> str:
+        return f"AIRFLOW_CONN_{self.conn_id.upper()}"
+
+    @property
     def log_path(self) -> Path:
         return self.base / "commands.log"
 

@@ -31,6 +31,8 @@ def _dag(dag_id: str, cluster: LocalCluster, tmp: Path, script: str, **op: Any) 
             remote_dir=str(tmp / "run"),
             sbatch_args=["--time=5", f"--chdir={tmp}"],
             poll_interval=1,
+            # dag.test() has no scheduler, so none of the race min_defer_seconds guards against.
+            min_defer_seconds=0,
             **op,
         )
     return dag
