@@ -15,9 +15,10 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from autoexp.experiment import report as rep
+from autoexp.experiment.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
-HELPERS_DIR = Path(__file__).resolve().parents[3] / "include" / "helpers"
+HELPERS_DIR = REPO_ROOT / "include" / "helpers"
 
 
 def config_hash(path: Path) -> str:
