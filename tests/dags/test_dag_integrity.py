@@ -96,11 +96,13 @@ def test_broken_config_is_an_import_error_and_spares_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = tmp_path / "broken.yaml"
-    broken.write_text(DEMO.read_text().replace("  retries: 1\n", "  retries: many\n"))
+    text = DEMO.read_text()
+    broken.write_text(text.replace("  retries: 1\n", "  retries: many\n"))
+    line = text.splitlines().index("  retries: 1") + 1
     dagbag = bag([broken, DEMO], monkeypatch)
     assert len(dagbag.dags) == 4
     assert list(dagbag.import_errors.values()) == [
-        f"CampaignConfigError: {broken}:23: airflow.retries: expected int, got 'many'"
+        f"CampaignConfigError: {broken}:{line}: airflow.retries: expected int, got 'many'"
     ]
 
 
