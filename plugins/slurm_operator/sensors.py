@@ -36,6 +36,7 @@ class SlurmLogSensor(BaseSensorOperator):
     :param pattern: Python regex, searched line-wise (``re.MULTILINE``).
     :param poll_interval: seconds between reads.
     :param deferrable: wait in the triggerer (default) instead of a worker slot.
+    :param min_defer_seconds: shortest deferral (see SlurmJobTrigger: a 3.3.2 scheduler race).
     Timeouts and ``soft_fail`` are BaseSensorOperator's.
     """
 
@@ -49,10 +50,12 @@ class SlurmLogSensor(BaseSensorOperator):
         pattern: str,
         poll_interval: float = 60,
         deferrable: bool = True,
+        min_defer_seconds: float = 10,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
+        self.min_defer_seconds = min_defer_seconds
         self.ssh_conn_id = ssh_conn_id
         self.path = path
         self.pattern = pattern
@@ -83,6 +86,7 @@ class SlurmLogSensor(BaseSensorOperator):
             mode="regex",
             pattern=self.pattern,
             poll_interval=self.poll_interval,
+            min_defer_seconds=self.min_defer_seconds,
         )
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> str:
@@ -104,6 +108,7 @@ class CheckpointSensor(BaseSensorOperator):
     ``iter_%07d`` holds its files (torch_dist ``metadata.json`` + ``*.distcp``, or legacy
     ``mp_rank_*/model_optim_rng.pt``) unchanged in size and mtime for ``settle_seconds``.
     Returns the sorted list of complete iterations up to the tracker (for ``.expand()``).
+    ``min_defer_seconds``: shortest deferral (see SlurmJobTrigger: a 3.3.2 scheduler race).
     """
 
     template_fields = ("checkpoint_dir",)
@@ -117,10 +122,12 @@ class CheckpointSensor(BaseSensorOperator):
         poll_interval: float = 60,
         settle_seconds: float = 30,
         deferrable: bool = True,
+        min_defer_seconds: float = 10,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
+        self.min_defer_seconds = min_defer_seconds
         self.ssh_conn_id = ssh_conn_id
         self.checkpoint_dir = checkpoint_dir
         self.iteration = iteration
@@ -147,6 +154,7 @@ class CheckpointSensor(BaseSensorOperator):
             iteration=int(self.iteration),
             settle_seconds=self.settle_seconds,
             poll_interval=self.poll_interval,
+            min_defer_seconds=self.min_defer_seconds,
         )
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[int]:

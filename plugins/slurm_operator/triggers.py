@@ -202,6 +202,8 @@ class RemotePathTrigger(BaseTrigger):
     ``mode="checkpoint"``: the Megatron checkpoint folder ``path`` has its tracker at ``iteration`` or
     beyond, and that iteration's files exist and stayed unchanged for ``settle_seconds``; the event's
     ``data["iterations"]`` lists every complete iteration up to the tracker.
+    ``min_defer_seconds``: as for SlurmJobTrigger (a condition that already holds must not fire
+    before the scheduler has processed the deferral).
     """
 
     def __init__(
@@ -216,6 +218,7 @@ class RemotePathTrigger(BaseTrigger):
         log_offset: int = 0,
         failure_budget: float = 1800.0,
         carry: dict[str, Any] | None = None,
+        min_defer_seconds: float = 10.0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ssh_conn_id = ssh_conn_id
@@ -228,6 +231,7 @@ class RemotePathTrigger(BaseTrigger):
         self.log_offset = log_offset
         self.failure_budget = failure_budget
         self.carry = carry or {}
+        self.min_defer_seconds = min_defer_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath and every constructor argument."""
@@ -244,11 +248,22 @@ class RemotePathTrigger(BaseTrigger):
                 "log_offset": self.log_offset,
                 "failure_budget": self.failure_budget,
                 "carry": self.carry,
+                "min_defer_seconds": self.min_defer_seconds,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until the condition holds; yield one success or error event."""
+        started = time.monotonic()
+        watch = self._watch()
+        try:
+            event = await anext(watch)
+        finally:
+            await watch.aclose()
+        await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
+        yield event
+
+    async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
         hook = AsyncSlurmHook(self.ssh_conn_id)
         offset = self.log_offset
         pending = ""

@@ -79,6 +79,7 @@ PATH_KWARGS: dict[str, Any] = {
     "log_offset": 0,
     "failure_budget": 100.0,
     "carry": {},
+    "min_defer_seconds": 0.0,
 }
 
 
@@ -150,7 +151,12 @@ async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
 async def test_regex_trigger_finds_a_marker_split_across_reads(cluster: FakeCluster) -> None:
     cluster.files["/r/log"] = "iteration 5\n[after training is done] at 9\n"
     trig = RemotePathTrigger(
-        "c", "/r/log", mode="regex", pattern=r"after training is done", poll_interval=0.01
+        "c",
+        "/r/log",
+        mode="regex",
+        pattern=r"after training is done",
+        poll_interval=0.01,
+        min_defer_seconds=0,
     )
     (ev,) = await _events(trig)
     assert ev.status == events.SUCCESS

@@ -48,6 +48,7 @@ def test_log_sensor_returns_the_line_a_running_job_writes(
         poll_interval=0.5,
         deferrable=deferrable,
         timeout=120,
+        min_defer_seconds=0,  # dag.test() has no scheduler to race with
     )
     run = run_dag_test(_dag(dag_id, sensor))
     assert xcom_value(dag_id, run.run_id, "wait") == f"[{MARKER}] at 3"
@@ -74,6 +75,7 @@ def _ckpt_sensor(cluster: LocalCluster, folder: Path) -> CheckpointSensor:
         poll_interval=0.5,
         settle_seconds=1,
         timeout=60,
+        min_defer_seconds=0,  # dag.test() has no scheduler to race with
     )
 
 
