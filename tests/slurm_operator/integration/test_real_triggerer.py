@@ -24,12 +24,13 @@ from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, AirflowStack, start_
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd
+from tests.slurm_operator.integration.test_sensors_dagtest import make_checkpoints
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
 DAGS = Path(__file__).with_name("dags")
 MANY_INTERVAL = 5  # seconds between the batched state queries of the 20-job DAG
-TRIGGERED = ("rt_ok", "rt_fail", "rt_kill", "rt_crash", "rt_many")
+TRIGGERED = ("rt_ok", "rt_fail", "rt_kill", "rt_crash", "rt_many", "rt_sensors")
 
 
 @dataclass
@@ -64,6 +65,8 @@ def real(
         "many_interval": MANY_INTERVAL,
     }
     (dags / "rt.json").write_text(json.dumps(settings))
+    make_checkpoints(work / "ckpt")
+    (work / "sensor.log").write_text("iteration 1\n[after training is done] at 1\n")
     # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on the session's DB.
     dags_test_log = base / "dags-test-timeout.log"
     with dags_test_log.open("wb") as out:
@@ -103,8 +106,10 @@ def _tis(real: RealStack, dag_id: str) -> list[dict[str, Any]]:
     return tis
 
 
-def _xcom(real: RealStack, dag_id: str, key: str = "return_value", map_index: int = -1) -> Any:
-    path = f"dags/{dag_id}/dagRuns/{real.runs[dag_id]}/taskInstances/job/xcomEntries/{key}"
+def _xcom(
+    real: RealStack, dag_id: str, key: str = "return_value", map_index: int = -1, task_id: str = "job"
+) -> Any:
+    path = f"dags/{dag_id}/dagRuns/{real.runs[dag_id]}/taskInstances/{task_id}/xcomEntries/{key}"
     return real.stack.api("GET", f"{path}?map_index={map_index}&deserialize=true")["value"]
 
 
@@ -147,6 +152,12 @@ def test_failed_job_names_exit_code_and_log_tail_in_the_task_log(real: RealStack
     log = real.stack.task_log("rt_fail", real.runs["rt_fail"], "job")
     assert "FAILED (exit code 3), attempt 1: job ended FAILED" in log
     assert "line 30" in log
+
+
+def test_sensor_triggers_load_and_fire_in_the_real_triggerer(real: RealStack) -> None:
+    assert real.stack.wait_run("rt_sensors", real.runs["rt_sensors"], timeout=240) == "success"
+    assert _xcom(real, "rt_sensors", task_id="ckpt") == [100, 200]
+    assert _xcom(real, "rt_sensors", task_id="log") == "[after training is done] at 1"
 
 
 def test_mark_failed_while_deferred_cancels_the_job_within_a_poll_interval(real: RealStack) -> None:

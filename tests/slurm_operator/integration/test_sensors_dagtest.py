@@ -54,7 +54,8 @@ def test_log_sensor_returns_the_line_a_running_job_writes(
     assert xcom_value(dag_id, run.run_id, "wait") == f"[{MARKER}] at 3"
 
 
-def _checkpoints(root: Path) -> None:
+def make_checkpoints(root: Path) -> None:
+    """Tracker at 200; iteration 100 legacy, 200 torch_dist, 300 still being written."""
     legacy = root / "iter_0000100" / "mp_rank_00"
     legacy.mkdir(parents=True)
     (legacy / "model_optim_rng.pt").write_bytes(b"x" * 10)
@@ -82,7 +83,7 @@ def _ckpt_sensor(cluster: LocalCluster, folder: Path) -> CheckpointSensor:
 def test_checkpoint_sensor_lists_complete_iterations_of_both_formats(
     slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
 ) -> None:
-    _checkpoints(tmp_path / "ckpt")
+    make_checkpoints(tmp_path / "ckpt")
     run = run_dag_test(_dag("sensor_ckpt", _ckpt_sensor(slurm_cluster, tmp_path / "ckpt")))
     assert xcom_value("sensor_ckpt", run.run_id, "wait") == [100, 200]
 

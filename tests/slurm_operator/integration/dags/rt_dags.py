@@ -8,6 +8,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.sensors import CheckpointSensor, SlurmLogSensor
 
 _SETTINGS = json.loads(Path(__file__).with_name("rt.json").read_text())
 WORK = Path(_SETTINGS["work"])
@@ -77,3 +78,24 @@ with _dag("rt_many", max_active_tasks=32):
         poll_interval=_SETTINGS["many_interval"],
         stream_logs=False,
     ).expand(environment=[{"I": str(i)} for i in range(20)])
+
+with _dag("rt_sensors"):
+    # Both conditions already hold when the run starts (the test prepared the files): the triggers
+    # must load in the triggerer and must not fire before the scheduler has seen the deferral.
+    CheckpointSensor(
+        task_id="ckpt",
+        ssh_conn_id=CONN,
+        checkpoint_dir=str(WORK / "ckpt"),
+        iteration=200,
+        poll_interval=2,
+        settle_seconds=1,
+        timeout=180,
+    )
+    SlurmLogSensor(
+        task_id="log",
+        ssh_conn_id=CONN,
+        path=str(WORK / "sensor.log"),
+        pattern="after training is done",
+        poll_interval=2,
+        timeout=180,
+    )
