@@ -185,6 +185,8 @@ class SlurmJobTrigger(BaseTrigger):
             text = text[: text.rfind("\n") + 1]
         for line in text.splitlines():
             self.log.info("[slurm %s] %s", self.job_id, line)
+        if text == chunk.text:
+            return chunk.next_offset  # the hook's own byte count (exact even around invalid UTF-8)
         return chunk.offset + len(text.encode())
 
     async def on_kill(self) -> None:
