@@ -29,6 +29,7 @@ _FORMAT = 1
 _ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 _SCALARS = (str, int, float, bool, type(None))
 _PACKAGE = Path(__file__).resolve().parents[1]  # src/autoexp
+_KEEP = 32  # entries kept per folder: every edit of a config adds one
 
 
 @dataclass(frozen=True)
@@ -169,5 +170,18 @@ def store(key: str, folder: Path | None, airflow: Any, jobs: Sequence[SlimJob]) 
         ) as tmp:
             tmp.write(text)
         os.replace(tmp.name, folder / f"{key}.json")
+        _prune(folder)
     except (OSError, TypeError, ValueError) as exc:  # a cache that cannot be written is only slower
         log.warning("cannot write the expansion cache in %s: %s", folder, exc)
+
+
+def _prune(folder: Path) -> None:
+    """Drop all but the newest entries (another process may prune at the same time: missing is fine)."""
+    entries = []
+    for entry in folder.glob("*.json"):
+        try:
+            entries.append((entry.stat().st_mtime, entry))
+        except FileNotFoundError:
+            continue
+    for _, entry in sorted(entries, reverse=True)[_KEEP:]:
+        entry.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,15 @@ def test_cache_folder_follows_the_environment(tmp_path: Path) -> None:
     assert cache.cache_dir({"AUTOEXP_CACHE_DIR": "off"}) is None
     assert cache.cache_dir({"AUTOEXP_CACHE_DIR": str(tmp_path)}) == tmp_path
     assert cache.cache_dir({"AIRFLOW_HOME": "/af"}) == Path("/af/autoexp-cache")
+
+
+def test_old_entries_are_pruned(tmp_path: Path) -> None:
+    for i in range(40):
+        entry = tmp_path / f"old{i:02d}.json"
+        entry.write_text("{}")
+        os.utime(entry, (1000 + i, 1000 + i))
+    cache.store("new", tmp_path, None, [])
+    kept = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert len(kept) == 32
+    assert "new.json" in kept
+    assert "old00.json" not in kept  # the oldest went first
