@@ -56,7 +56,7 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
                      environment={"GREETING": "a b,c"})  # fmt: skip
     fail = hook.submit(script="#!/bin/bash\nexit 3\n", upload_to=f"{jobs}/scripts/fail.sh", sbatch_args=out)
     cancel = hook.submit(script="#!/bin/bash\nsleep 300\n", sbatch_args=[*out, "-p", "booster"])
-    parent = hook.submit(script="#!/bin/bash\nsleep 3\n", sbatch_args=out)
+    parent = hook.submit(script="#!/bin/bash\nsleep 8\n", sbatch_args=out)
     child = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, f"--dependency=afterok:{parent}"])
     array = hook.submit(
         script='#!/bin/bash\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 2\ntrue\n',
@@ -65,9 +65,14 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
     assert len({ok, fail, cancel, parent, child, array}) == 6
 
     first = hook.job_states([child, cancel])  # one command for both
-    assert first.records[child].state is SlurmState.PENDING
-    assert first.records[child].reason == "Dependency"
-    assert first.records[child].exit_code is None
+    assert set(first.records) == {child, cancel}
+    # The controller sets the pending reason on its next scheduling pass, not at submission.
+    deadline = time.monotonic() + 6
+    while (held := hook.job_states([child]).records[child]).reason != "Dependency":
+        assert held.state is SlurmState.PENDING, held
+        assert time.monotonic() < deadline, f"no Dependency reason: {held}"
+        time.sleep(0.2)
+    assert held.exit_code is None
     deadline = time.monotonic() + 20
     while hook.job_states([cancel]).records[cancel].state is not SlurmState.RUNNING:
         assert time.monotonic() < deadline, "the sleep job never started"
