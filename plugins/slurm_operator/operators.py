@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import commands, events, naming
@@ -171,6 +172,24 @@ class SlurmOperator(BaseOperator):
         except SlurmError as exc:
             self.log.error("could not cancel Slurm job %s: %s", self._job_id, exc)
 
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """Cancel the job when the deferral timed out (``execution_timeout``), then fail as Airflow does.
+
+        The triggerer calls ``on_kill`` only for user actions, and a timed-out task resumes straight
+        into failure: without this the job would run on, unwatched. A trigger *failure* leaves the job
+        alone: the job may be fine, and the task's retry re-attaches to it.
+        """
+        timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
+        if next_method == TRIGGER_FAIL_REPR and timed_out:
+            job_id = _recorded_job_id(context)
+            if job_id is not None:
+                self.log.info("deferral timed out: scancel %s", job_id)
+                try:
+                    self._hook().cancel(job_id)
+                except SlurmError as exc:
+                    self.log.error("could not cancel Slurm job %s: %s", job_id, exc)
+        return super().resume_execution(next_method, next_kwargs, context)
+
     # ----------------------------------------------------------------------------------- helpers
     def _hook(self) -> SlurmHook:
         return SlurmHook(self.ssh_conn_id)
@@ -309,6 +328,9 @@ class SlurmOperator(BaseOperator):
                     min_defer_seconds=self.min_defer_seconds,
                 ),
                 method_name="execute_complete",
+                # Airflow 3.3.2 does not carry execution_timeout over to a deferral (trigger_timeout
+                # stays NULL): without this a deferred task would wait forever. It bounds each wait.
+                timeout=self.execution_timeout,
             )
         record = self._poll_until_done(hook, current, carry)
         self._finish_attempt(carry, record)
@@ -430,6 +452,16 @@ class SlurmOperator(BaseOperator):
 
     def _log_tail(self, hook: SlurmHook, path: str) -> str:
         return "\n".join(self._read_tail(hook, path).splitlines()[-_TAIL_LINES:])
+
+
+def _recorded_job_id(context: Context) -> str | None:
+    """The job id of the current attempt as recorded at submission (state store, else XCom)."""
+    stored = _state_get(context)
+    if isinstance(stored, dict) and stored.get("attempts"):
+        return str(stored["attempts"][-1]["job_id"])
+    ti = context["ti"]
+    value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_JOB_ID, map_indexes=ti.map_index)
+    return None if value is None else str(value)
 
 
 def _state_get(context: Context) -> Any:

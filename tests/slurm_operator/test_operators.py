@@ -60,3 +60,35 @@ def test_resume_turns_an_error_event_into_an_error_naming_job_and_log() -> None:
     event = SlurmEvent(status="error", message="no answer from the cluster for 1800 s", carry=carry)
     with pytest.raises(AirflowException, match=r"^Slurm job 42 \(/r/a-42.out\): no answer from the cluster"):
         _op().execute_complete({}, event=event.to_payload())  # type: ignore[arg-type]
+
+
+class _Store:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, key: str) -> Any:
+        assert key == "slurm_operator"
+        return self.value
+
+
+class _Hook:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+
+@pytest.mark.parametrize(("error", "cancelled"), [("Trigger timeout", ["7"]), ("Trigger failure", [])])
+def test_a_timed_out_deferral_cancels_the_job_a_failed_trigger_does_not(
+    error: str, cancelled: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trigger timeouts need a scheduler: the decision is checked here, the real run in integration/."""
+    op = _op()
+    hook = _Hook()
+    monkeypatch.setattr(op, "_hook", lambda: hook)
+    carry = {"attempts": [{"attempt": 1, "job_id": "7", "log_path": "/r/a-7.out", "script_path": "/s"}]}
+    context: Any = {"task_state_store": _Store(carry)}
+    with pytest.raises(AirflowException, match=f"^{error}$"):
+        op.resume_execution("__fail__", {"error": error}, context)
+    assert hook.cancelled == cancelled

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
 DAGS = Path(__file__).with_name("dags")
 MANY_INTERVAL = 5  # seconds between the batched state queries of the 20-job DAG
-TRIGGERED = ("rt_ok", "rt_fail", "rt_kill", "rt_crash", "rt_many", "rt_sensors")
+TRIGGERED = ("rt_ok", "rt_fail", "rt_kill", "rt_crash", "rt_many", "rt_sensors", "rt_exectimeout")
 
 
 @dataclass
@@ -173,6 +173,18 @@ def test_mark_failed_while_deferred_cancels_the_job_within_a_poll_interval(real:
         assert time.monotonic() - t0 < 10, f"job {row.job_id} still {states} 10 s (one interval) after"
         time.sleep(0.5)
     assert real.stack.task_states("rt_kill", run_id)["job"] == "failed"
+
+
+def test_execution_timeout_while_deferred_cancels_the_job(real: RealStack) -> None:
+    run_id = real.runs["rt_exectimeout"]
+    assert real.stack.wait_run("rt_exectimeout", run_id, timeout=240) == "failed"
+    deadline = time.monotonic() + 30
+    while {r[2].split()[0] for r in sacct_rows(real.cluster, real.job_prefix("rt_exectimeout"))} != {
+        "CANCELLED"
+    }:
+        assert time.monotonic() < deadline, sacct_rows(real.cluster, real.job_prefix("rt_exectimeout"))
+        time.sleep(1)
+    assert "deferral timed out: scancel" in real.stack.task_log("rt_exectimeout", run_id, "job")
 
 
 def test_worker_killed_after_sbatch_the_retry_reattaches(real: RealStack) -> None:

@@ -44,6 +44,15 @@ with _dag("rt_kill"):
     # Marked failed by the test while deferred: the triggerer's on_kill must scancel within an interval.
     _op("rt_kill", "#!/bin/bash\nsleep 300\n", poll_interval=10)
 
+with _dag("rt_exectimeout"):
+    # execution_timeout ends the deferral; the job must not run on unwatched.
+    _op(
+        "rt_exectimeout",
+        "#!/bin/bash\nsleep 300\n",
+        poll_interval=10,
+        execution_timeout=timedelta(seconds=20),
+    )
+
 with _dag("rt_crash"):
     # Polls in the worker (deferrable=False) so that the test can kill the task process while the job
     # runs (it waits for the test's release file); the retry must re-attach to the recorded job
