@@ -11,24 +11,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "config" / "demo.yaml"
-DAG_ID = "demo_demo_tiny_lr0.003_bs4"
+from tests.e2e.campaign import DAG_ID, REPO, reduced_config, start_stack
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
-
-
-def reduced_config(folder: Path) -> Path:
-    """The demo with one model, one LR and one cooldown budget; 40 pretrain iterations (saves at 20, 40)."""
-    text = DEMO.read_text()
-    small, shared = text.index("  - small:"), text.index("SEQ_LENGTH:")
-    text = text[:small] + text[shared:]
-    text = text.replace("LR: [3e-3, 1e-2]", "LR: [3e-3]")
-    text = text.replace("        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n", "")
-    text = text.replace("TOTAL_TOKENS_NUM: 15360", "TOTAL_TOKENS_NUM: 10240")
-    path = folder / "demo-reduced.yaml"
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture
@@ -48,17 +33,7 @@ def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> 
         env={**slurm_cluster.env(), "PYTHONPATH": str(REPO / "include")},
         timeout=300,
     )
-    config = reduced_config(tmp_path)
-    # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
-    env = {"AUTOEXP_CONFIGS": str(config), "AUTOEXP_DEMO_DIR": str(demo_dir)}
-    stack = airflow_stack_factory(REPO / "dags", **env)
-    subprocess.run(
-        [str(REPO / ".venv/bin/airflow"), "pools", "set", "slurm_local", "4", "local", "--include-deferred"],
-        check=True,
-        env=stack.env(),
-        capture_output=True,
-        timeout=120,
-    )
+    stack = start_stack(airflow_stack_factory, reduced_config(tmp_path), demo_dir)
     return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster}
 
 

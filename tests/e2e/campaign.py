@@ -1,0 +1,43 @@
+"""Shared set-up of the end-to-end tests: reduced demo configs and an Airflow stack that runs them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "config" / "demo.yaml"
+DAG_ID = "demo_demo_tiny_lr0.003_bs4"
+
+
+def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
+    """The demo with one model, one LR and one cooldown budget; 40 pretrain iterations (saves at 20, 40)."""
+    text = DEMO.read_text()
+    small, shared = text.index("  - small:"), text.index("SEQ_LENGTH:")
+    text = text[:small] + text[shared:]
+    for old, new in (
+        ("LR: [3e-3, 1e-2]", "LR: [3e-3]"),
+        ("        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n", ""),
+        ("TOTAL_TOKENS_NUM: 15360", "TOTAL_TOKENS_NUM: 10240"),
+        *replacements,
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    path = folder / "demo-reduced.yaml"
+    path.write_text(text)
+    return path
+
+
+def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:
+    """A real standalone Airflow that parses only ``config``, with the Slurm pool created."""
+    # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
+    stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
+    subprocess.run(
+        [str(REPO / ".venv/bin/airflow"), "pools", "set", "slurm_local", "4", "local", "--include-deferred"],
+        check=True,
+        env=stack.env(),
+        capture_output=True,
+        timeout=120,
+    )
+    return stack
