@@ -142,16 +142,36 @@ class SlurmHook:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, command: str, *, stdin: str | None = None, timeout: float | None = None) -> CommandResult:
-        """Run one remote command (reconnecting once if the connection had dropped)."""
-        try:
-            return self._run_once(command, stdin, timeout)
-        except (*_TRANSIENT, paramiko.SSHException) as exc:
-            log.warning("SSH connection to %s broke (%s); reconnecting once", self.target, exc)
-            self.close()
-            return self._run_once(command, stdin, timeout)
+    def run(
+        self,
+        command: str,
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        """Run one remote command, reconnecting once if the connection had dropped.
 
-    def _run_once(self, command: str, stdin: str | None, timeout: float | None) -> CommandResult:
+        A non-idempotent command (sbatch) is re-sent only when the break came before it reached
+        the server; otherwise it raises SlurmConnectionError, because running it again could
+        submit the same job twice (the operator then re-attaches by job name).
+        """
+        sent: list[bool] = []
+        try:
+            return self._run_once(command, stdin, timeout, sent)
+        except (*_TRANSIENT, paramiko.SSHException) as exc:
+            self.close()
+            if sent and not idempotent:
+                raise SlurmConnectionError(
+                    f"SSH connection to {self.target} broke after the command was sent ({exc}); "
+                    f"not re-sending it, its outcome is unknown: {command}"
+                ) from exc
+            log.warning("SSH connection to %s broke (%s); reconnecting once", self.target, exc)
+            return self._run_once(command, stdin, timeout, [])
+
+    def _run_once(
+        self, command: str, stdin: str | None, timeout: float | None, sent: list[bool]
+    ) -> CommandResult:
         client = self.get_conn()
         limit = self.cmd_timeout if timeout is None else timeout
         transport = client.get_transport()
@@ -160,6 +180,7 @@ class SlurmHook:
         self.commands_run += 1
         try:
             channel.settimeout(limit)
+            sent.append(True)
             channel.exec_command(command)
             if stdin is not None:
                 channel.sendall(stdin.encode())
@@ -215,7 +236,7 @@ class SlurmHook:
         command = commands.sbatch(
             script_path=plan.script_path, sbatch_args=sbatch_args, environment=environment
         )
-        result = self.run(command, stdin=plan.stdin)
+        result = self.run(command, stdin=plan.stdin, idempotent=False)
         if result.exit_status != 0:
             raise parsers.submit_error(command, result.exit_status, result.stdout, result.stderr)
         job = parsers.parse_sbatch(result.stdout)
