@@ -15,7 +15,7 @@ demo: bootstrap
 ## Everything CI checks: ruff, mypy (strict on our packages), the whole pytest suite
 ## (which brings up its own local Slurm cluster and Airflow home).
 test: bootstrap lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n 3 --dist loadfile
 
 lint:
 	$(BIN)/ruff check .
