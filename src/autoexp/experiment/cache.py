@@ -73,10 +73,11 @@ def _code_fingerprint() -> str:
     return ";".join(parts)
 
 
-def cache_key(text: bytes, overrides: Sequence[str]) -> str:
-    """Hash of everything an expansion depends on."""
+def cache_key(text: bytes, overrides: Sequence[str], location: Path) -> str:
+    """Hash of everything an expansion depends on, the config's folder included (relative template
+    paths resolve against it, so the same text elsewhere is another expansion)."""
     digest = hashlib.sha256()
-    digest.update(f"format {_FORMAT}\n{_code_fingerprint()}\n".encode())
+    digest.update(f"format {_FORMAT}\n{_code_fingerprint()}\n{location.resolve()}\n".encode())
     digest.update(json.dumps(list(overrides)).encode())
     for name in sorted(set(_ENV_REF.findall(text.decode("utf-8", "replace")))):
         digest.update(f"\n{name}={os.environ.get(name)!r}".encode())

@@ -337,7 +337,7 @@ def load_plans(
     ensure_default_env()
     path = Path(config_path).absolute()
     folder = cache.cache_dir()
-    key = cache.cache_key(path.read_bytes(), overrides) if folder is not None else ""
+    key = cache.cache_key(path.read_bytes(), overrides, path) if folder is not None else ""
     hit = cache.load(key, folder) if folder is not None else None
     if hit is not None:
         raw, slim_jobs = hit

@@ -36,7 +36,7 @@ def test_a_cache_hit_plans_like_a_fresh_expansion(tmp_path: Path) -> None:
     config = load_config(DEMO)
     settings = parse_settings(config.airflow, DEMO)
     jobs = expand(config)
-    key = cache.cache_key(DEMO.read_bytes(), ())
+    key = cache.cache_key(DEMO.read_bytes(), (), DEMO)
     cache.store(key, tmp_path, config.airflow, cache.slim(jobs, settings))
     hit = cache.load(key, tmp_path)
     assert hit is not None
@@ -49,15 +49,18 @@ def test_a_cache_hit_plans_like_a_fresh_expansion(tmp_path: Path) -> None:
     assert len(slim_jobs[1].params) < len(slim_jobs[0].params)
 
 
-def test_the_key_covers_content_overrides_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_covers_content_overrides_location_and_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     text = b"A: ${oc.env:AUTOEXP_TEST_VAR}\n"
     monkeypatch.setenv("AUTOEXP_TEST_VAR", "one")
-    key = cache.cache_key(text, ())
-    assert cache.cache_key(text, ()) == key
-    assert cache.cache_key(text + b"B: 1\n", ()) != key
-    assert cache.cache_key(text, ("A=2",)) != key
+    key = cache.cache_key(text, (), tmp_path / "a.yaml")
+    assert cache.cache_key(text, (), tmp_path / "a.yaml") == key
+    assert cache.cache_key(text + b"B: 1\n", (), tmp_path / "a.yaml") != key
+    assert cache.cache_key(text, (), tmp_path / "elsewhere" / "a.yaml") != key
+    assert cache.cache_key(text, ("A=2",), tmp_path / "a.yaml") != key
     monkeypatch.setenv("AUTOEXP_TEST_VAR", "two")
-    assert cache.cache_key(text, ()) != key
+    assert cache.cache_key(text, (), tmp_path / "a.yaml") != key
 
 
 def test_unreadable_entries_are_misses(tmp_path: Path) -> None:
