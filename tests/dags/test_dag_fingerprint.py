@@ -1,0 +1,143 @@
+"""The seed's DAGs keep their exact structure: a fingerprint pinned before the parse-time optimisations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.definitions.taskgroup import MappedTaskGroup, TaskGroup
+from airflow.serialization.serialized_objects import DagSerialization
+
+from autoexp.experiment.factory import build_dags
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "config" / "scaling_exps.yaml"
+# Fingerprints of the factory's output for config/scaling_exps.yaml, taken before the parse-time cuts
+# of issue 6 (built the slow way: @task_group decorator, one >> per phase). A change of the seed config
+# or of the DAG shape changes them on purpose: then check the diff of `summary()` and re-pin.
+SUMMARY_SHA = "03316f85f3a21d7f6eccfd7c084b4c153b4c53a67df09c5dfa2029842e15426f"
+SERIALIZED_SHA = "67ec941227313c31bcd76052b5c79a1825d5f9119ce072e73fa114441bd81c7b"
+# The custom attributes of our operators that the summary pins besides Airflow's own.
+_ATTRS = (
+    "phase",
+    "start_condition",
+    "state_dir",
+    "ssh_conn_id",
+    "checkpoint_dir",
+    "watch_phase",
+    "timeout_secs",
+    "poll_interval",
+    "settle_seconds",
+    "max_attempts",
+    "max_attempts_without_progress",
+    "stage_args",
+    "report_args",
+    "script",
+    "sbatch_args",
+    "deferrable",
+    "stream_logs",
+    "failure_budget",
+    "min_defer_seconds",
+)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able form; values of a mapped task group's arguments show as their key."""
+    if type(value).__name__ == "MappedArgument":
+        return f"<mapped {value._key}>"
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_plain(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value) if type(value).__repr__ is not object.__repr__ else type(value).__name__
+
+
+def _group(group: TaskGroup) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": group.group_id, "class": type(group).__name__}
+    if isinstance(group, MappedTaskGroup):
+        out["expand"] = _plain(group._expand_input.value)
+    out["children"] = sorted(group.children)
+    return out
+
+
+def summary(dag: DAG) -> dict[str, Any]:
+    """What a DAG is made of: tasks, classes, edges, groups, params, settings and our attributes."""
+    tasks = {}
+    for task_id, task in sorted(dag.task_dict.items()):
+        fields = {name: _plain(getattr(task, name)) for name in task.template_fields}
+        extra = {name: _plain(getattr(task, name)) for name in _ATTRS if hasattr(task, name)}
+        tasks[task_id] = {
+            "class": f"{type(task).__module__}.{type(task).__qualname__}",
+            "upstream": sorted(task.upstream_task_ids),
+            "downstream": sorted(task.downstream_task_ids),
+            "group": task.task_group.group_id if task.task_group else None,
+            "trigger_rule": str(task.trigger_rule),
+            "retries": task.retries,
+            "retry_delay": str(task.retry_delay),
+            "owner": task.owner,
+            "pool": task.pool,
+            "outlets": [repr(o) for o in task.outlets],
+            "callbacks": [type(c).__name__ for c in task.on_failure_callback or []],
+            "template_fields": fields,
+            "attrs": extra,
+        }
+    groups = [_group(g) for g in dag.task_group.get_task_group_dict().values()]
+    return {
+        "dag_id": dag.dag_id,
+        "description": dag.description,
+        "schedule": repr(dag.schedule),
+        "start_date": str(dag.start_date),
+        "tags": sorted(dag.tags),
+        "max_active_runs": dag.max_active_runs,
+        "max_active_tasks": dag.max_active_tasks,
+        "catchup": dag.catchup,
+        "paused": dag.is_paused_upon_creation,
+        "default_args": _plain(dag.default_args),
+        "params": _plain(dag.params.dump()),
+        "doc_md": dag.doc_md,
+        "groups": sorted(groups, key=lambda g: str(g["id"])),
+        "tasks": tasks,
+    }
+
+
+def _normalised(text: str) -> str:
+    """Without the checkout's location, so the pins hold in any clone."""
+    return text.replace(str(REPO), "<repo>")
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(_normalised(json.dumps(obj, sort_keys=True, default=str)).encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def seed_dags(tmp_path_factory: pytest.TempPathFactory) -> list[DAG]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AUTOEXP_CACHE_DIR", "off")
+    try:
+        return build_dags(SEED)
+    finally:
+        mp.undo()
+
+
+def test_seed_dags_keep_their_structure(seed_dags: list[DAG]) -> None:
+    assert len(seed_dags) == 90
+    summaries = [summary(dag) for dag in seed_dags]
+    first = _normalised(json.dumps(summaries[0], sort_keys=True, indent=1, default=str))
+    assert _sha(summaries) == SUMMARY_SHA, f"structure changed; first DAG now:\n{first}"
+
+
+def test_seed_dag_serializes_as_before(seed_dags: list[DAG]) -> None:
+    """What the DAG processor stores for the scheduler (first and last experiment) is unchanged."""
+    serialized = [DagSerialization.serialize_dag(dag) for dag in (seed_dags[0], seed_dags[-1])]
+    for item in serialized:
+        item.pop("fileloc", None)
+        item.pop("relative_fileloc", None)
+        item.pop("_processor_dags_folder", None)  # $AIRFLOW_HOME's, differs per test session
+    assert _sha(serialized) == SERIALIZED_SHA
