@@ -13,6 +13,9 @@ from typing import Any
 _LOSS = re.compile(r"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?lm loss:\s*([0-9.eE+-]+)")
 _VAL_LOSS = re.compile(r"validation loss at iteration\s+(\d+).*?lm loss value:\s*([0-9.eE+-]+)")
 _PREFERRED = ("acc_norm,none", "acc,none", "exact_match,none")
+# Perplexity tasks have no accuracy: their metric is shown in its own column (lower is better) and
+# kept out of the mean score, where it would not mean anything.
+_PERPLEXITY = ("word_perplexity,none", "byte_perplexity,none", "bits_per_byte,none")
 COLUMNS = ("phase", "branch", "iteration", "tokens", "flops", "train_loss", "val_loss", "score")
 
 
@@ -37,6 +40,20 @@ def scores_from_results(results: Mapping[str, Any]) -> dict[str, float]:
     return scores
 
 
+def perplexities_from_results(results: Mapping[str, Any]) -> dict[str, float]:
+    """The first perplexity metric of each perplexity task (word, else byte, else bits per byte)."""
+    found: dict[str, float] = {}
+    for task, metrics in sorted(dict(results.get("results", {})).items()):
+        if not isinstance(metrics, Mapping) or any(name in metrics for name in _PREFERRED):
+            continue
+        for name in _PERPLEXITY:
+            value = metrics.get(name)
+            if isinstance(value, int | float):
+                found[f"{task}/{name.split(',')[0]}"] = float(value)
+                break
+    return found
+
+
 def _at_or_before(series: Mapping[int, float], iteration: int) -> float | None:
     earlier = [i for i in series if i <= iteration]
     return series[max(earlier)] if earlier else None
@@ -54,6 +71,7 @@ def row(
     """One table row; the score is the mean of the per-task metrics (None without results)."""
     tokens = iteration * tokens_per_iter if tokens_per_iter else None
     scores = scores_from_results(results) if results else {}
+    perplexities = perplexities_from_results(results) if results else {}
     return {
         "phase": phase,
         "branch": branch or "",
@@ -65,6 +83,7 @@ def row(
         "val_loss": losses[1].get(iteration),
         "score": sum(scores.values()) / len(scores) if scores else None,
         **scores,
+        **perplexities,
     }
 
 
@@ -96,7 +115,7 @@ def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def to_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """A fixed-width table for the task log."""
-    cols = [c for c in COLUMNS if c != "flops"]
+    cols = [c for c in columns_of(rows) if c != "flops"]
 
     def fmt(v: Any) -> str:
         if v is None or v == "":

@@ -28,6 +28,25 @@ def test_losses_scores_and_rows() -> None:
     assert report.to_csv([row]).splitlines()[0].endswith("a/acc_norm,b/acc")
 
 
+def test_perplexity_tasks_get_their_own_column_outside_the_score() -> None:
+    results = {
+        "results": {
+            "mc": {"acc,none": 0.5, "acc_stderr,none": 0.1},
+            "ppl": {
+                "word_perplexity,none": 2.5,
+                "byte_perplexity,none": 1.2,
+                "word_perplexity_stderr,none": "N/A",
+            },
+        }
+    }
+    assert report.perplexities_from_results(results) == {"ppl/word_perplexity": 2.5}
+    row = report.row("pretrain", None, 10, 8, None, ({}, {}), results)
+    assert row["score"] == 0.5  # the mean of accuracy-type metrics only
+    assert row["ppl/word_perplexity"] == 2.5
+    header = report.to_text([row]).splitlines()[0].split()
+    assert header[-2:] == ["mc/acc", "ppl/word_perplexity"]
+
+
 def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
     ckpt = tmp_path / "run dir" / "checkpoints"
     ckpt.mkdir(parents=True)
