@@ -148,11 +148,16 @@ def print_report(report_dir: Path) -> None:
         print(f"  (no report at {table})")
         return
     with table.open() as handle:
-        rows = list(csv.DictReader(handle))
-    cols = ["phase", "iteration", "tokens", "train_loss", "score"]
-    print("  " + "  ".join(c.ljust(12) for c in cols))
-    for r in rows:
-        print("  " + "  ".join((r.get(c) or "-")[:12].ljust(12) for c in cols))
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        header = list(reader.fieldnames or [])
+    # The fixed columns, then every per-task metric the report found (accuracy and perplexity).
+    metrics = header[header.index("score") + 1 :] if "score" in header else []
+    cols = ["phase", "iteration", "tokens", "train_loss", "score", *metrics]
+    cells = [cols, *[[(r.get(c) or "-")[:12] for c in cols] for r in rows]]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
+    for line in cells:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)))
     for png in sorted(report_dir.glob("*.png")):
         print(f"  plot: {png}")
 
