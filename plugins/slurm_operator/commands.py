@@ -7,12 +7,16 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_operator.states import ACTIVE_STATES
+
 # Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
 # squeue has no exit code and no allocated TRES; %T is the long state name, -r expands array tasks.
 SQUEUE_FORMAT = "%i|%j|%T|%M|%S|%e|%N|%r"
 # Lines starting with this mark separate the sections of the batched state query's output.
 SECTION_MARK = "#autoexp-section"
+# squeue's long names of the states in which a job has not ended (an awk alternation).
+_ACTIVE_ALTERNATION = "|".join(sorted(s.value for s in ACTIVE_STATES))
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -92,7 +96,12 @@ done
 [ -n "$missing" ] || exit 0
 out=$(squeue -h -r -t all -o '{SQUEUE_FORMAT}' -j "${{missing#,}}"); rc=$?
 echo "{SECTION_MARK} squeue $rc"; printf '%s\\n' "$out"
-[ $rc -eq 0 ] && exit 0
+if [ $rc -eq 0 ]; then
+  # squeue knows no exit codes: ask scontrol about the jobs it shows as already finished.
+  missing=$(printf '%s\\n' "$out" |
+    awk -F'|' '$3 != "" && $3 !~ /^({_ACTIVE_ALTERNATION})$/ {{printf ",%s", $1}}')
+  [ -n "$missing" ] || exit 0
+fi
 echo "{SECTION_MARK} scontrol 0"
 for id in $(echo "${{missing#,}}" | tr , ' '); do scontrol -o show job "$id"; done
 exit 0

@@ -204,7 +204,10 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str]) -> JobStates:
             continue
         answered.append(source)
         for rec in _PARSERS[source](text):
-            records.setdefault(rec.job_id, rec)
+            known = records.get(rec.job_id)
+            # First source wins, except that scontrol's exit code completes a job squeue saw finish.
+            if known is None or (known.exit_code is None and known.state not in ACTIVE_STATES):
+                records[rec.job_id] = rec
     sacct_ok = "sacct" in answered
     if not answered or (not sacct_ok and answered == ["scontrol"] and not records):
         message = " ".join(stderr.split()) or "no output"

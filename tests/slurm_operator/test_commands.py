@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
-from slurm_operator import commands
+from slurm_operator import commands, parsers
+from slurm_operator.states import SlurmState
 
 
 def test_sbatch_inline_and_path() -> None:
@@ -85,3 +87,24 @@ def test_plan_submit() -> None:
     )
     assert commands.plan_submit("s", None, "/u.sh") == commands.SubmitPlan("/u.sh", "/u.sh", None)
     assert commands.plan_submit(None, "/p.sh", None) == commands.SubmitPlan(None, "/p.sh", None)
+
+
+def test_job_states_asks_scontrol_for_jobs_squeue_shows_finished(tmp_path: Path) -> None:
+    # Fake Slurm commands on purpose: accounting lagging behind a job that just ended cannot be
+    # produced on demand on the real cluster.
+    fakes = {
+        "sacct": "exit 0",  # accounting has not recorded the jobs yet
+        "squeue": "printf '5|done|COMPLETED|0:01|S|E|n1|None\\n6|busy|RUNNING|0:01|S|N/A|n1|None\\n'",
+        "scontrol": 'echo "JobId=$4 JobName=done JobState=COMPLETED Reason=None ExitCode=0:0"',
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    proc = subprocess.run(
+        ["sh", "-c", commands.job_states(["5", "6"])], capture_output=True, text=True, env=env
+    )
+    states = parsers.parse_job_states(proc.stdout, proc.stderr, ["5", "6"])
+    assert (states.records["5"].state, states.records["5"].exit_code) == (SlurmState.COMPLETED, 0)
+    assert (states.records["6"].state, states.records["6"].exit_code) == (SlurmState.RUNNING, None)
+    assert "JobId=6" not in proc.stdout  # scontrol is asked only about finished jobs

@@ -148,3 +148,10 @@ def test_read_window() -> None:
     assert parsers.read_window("/l", size=10, offset=4, max_bytes=2) == (4, 2)
     assert parsers.read_window("/l", size=10, offset=10, max_bytes=2) == (10, 0)
     assert parsers.read_window("/l", size=3, offset=10, max_bytes=100) == (0, 3)  # replaced file
+
+
+def test_parse_job_states_scontrol_completes_a_job_squeue_saw_finish() -> None:
+    finished = "2_1|my job|COMPLETED|0:05|2026-11-29T20:14:34|2026-11-29T20:14:39|n1|None\n"
+    out = _sections(("sacct", 0, ""), ("squeue", 0, finished), ("scontrol", 0, SCONTROL))
+    rec = parsers.parse_job_states(out, "", ["2_1"]).records["2_1"]
+    assert (rec.state, rec.exit_code) == (SlurmState.COMPLETED, 0)  # squeue alone has no exit code
