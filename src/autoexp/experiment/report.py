@@ -128,27 +128,34 @@ def to_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, title: str) -> list[Path]:
-    """PNG plots of score and loss against tokens and against compute, one line per phase/branch."""
+    """PNG plots of score, loss and each perplexity metric against tokens and against compute, one
+    line per phase/branch."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on workers
     import matplotlib.pyplot as plt
 
     written: list[Path] = []
-    for y in ("score", "train_loss"):
+    perplexities = sorted({k for r in rows for k in r if k.endswith("perplexity") and "/" in k})
+    labels = {"score": "mean eval score", "train_loss": "training loss"}
+    for y in ("score", "train_loss", *perplexities):
         for x in ("tokens", "flops"):
             fig, ax = plt.subplots(figsize=(6, 4))
             for phase in dict.fromkeys(str(r["phase"]) for r in rows):
-                pts = sorted((r[x], r[y]) for r in rows if r["phase"] == phase and r[x] and r[y] is not None)
+                pts = sorted(
+                    (r[x], r[y]) for r in rows if r["phase"] == phase and r[x] and r.get(y) is not None
+                )
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=phase)
             ax.set_xlabel("training tokens" if x == "tokens" else "training compute (6ND FLOPs)")
-            ax.set_ylabel("mean eval score" if y == "score" else "training loss")
+            ax.set_ylabel(labels.get(y, f"{y} (lower is better)"))
             ax.set_xscale("log")
+            if y in perplexities:
+                ax.set_yscale("log")
             ax.set_title(title, fontsize=8)
             if ax.lines:
                 ax.legend(fontsize=7)
-            path = out_dir / f"{y}_vs_{x}.png"
+            path = out_dir / f"{y.replace('/', '_')}_vs_{x}.png"
             fig.tight_layout()
             fig.savefig(path, dpi=80)
             plt.close(fig)

@@ -67,3 +67,13 @@ def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
     assert sh(commands.marker_exists(run, 40)) == "1"
     assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 0"])) == "0"
     assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 1"])) == "1"
+
+
+def test_plots_include_each_perplexity_metric(tmp_path: Path) -> None:
+    results = {"results": {"mc": {"acc,none": 0.5}, "ppl": {"word_perplexity,none": 2.5}}}
+    rows = [report.row("pretrain", None, i, 8, 100, ({i: 3.0 / i}, {}), results) for i in (10, 20)]
+    names = sorted(p.name for p in report.plot(rows, tmp_path, "t"))
+    assert names == sorted(
+        f"{y}_vs_{x}.png" for y in ("score", "train_loss", "ppl_word_perplexity") for x in ("tokens", "flops")
+    )
+    assert all((tmp_path / n).stat().st_size > 0 for n in names)
