@@ -26,32 +26,31 @@ def losses_from_log(text: str) -> tuple[dict[int, float], dict[int, float]]:
     return train, val
 
 
-def scores_from_results(results: Mapping[str, Any]) -> dict[str, float]:
-    """One metric per lm-eval task (acc_norm, else acc, else exact_match), keyed ``task/metric``."""
-    scores: dict[str, float] = {}
+def _first_metric(results: Mapping[str, Any], names: Sequence[str], accuracy_tasks: bool) -> dict[str, float]:
+    """The first of ``names`` each task reports, keyed ``task/metric``; tasks reporting an accuracy-type
+    metric are taken (accuracy_tasks) or skipped (the perplexity tasks)."""
+    found: dict[str, float] = {}
     for task, metrics in sorted(dict(results.get("results", {})).items()):
         if not isinstance(metrics, Mapping):
             continue
-        for name in _PREFERRED:
-            value = metrics.get(name)
-            if isinstance(value, int | float):
-                scores[f"{task}/{name.split(',')[0]}"] = float(value)
-                break
-    return scores
-
-
-def perplexities_from_results(results: Mapping[str, Any]) -> dict[str, float]:
-    """The first perplexity metric of each perplexity task (word, else byte, else bits per byte)."""
-    found: dict[str, float] = {}
-    for task, metrics in sorted(dict(results.get("results", {})).items()):
-        if not isinstance(metrics, Mapping) or any(name in metrics for name in _PREFERRED):
+        if not accuracy_tasks and any(name in metrics for name in _PREFERRED):
             continue
-        for name in _PERPLEXITY:
+        for name in names:
             value = metrics.get(name)
             if isinstance(value, int | float):
                 found[f"{task}/{name.split(',')[0]}"] = float(value)
                 break
     return found
+
+
+def scores_from_results(results: Mapping[str, Any]) -> dict[str, float]:
+    """One metric per lm-eval task (acc_norm, else acc, else exact_match), keyed ``task/metric``."""
+    return _first_metric(results, _PREFERRED, accuracy_tasks=True)
+
+
+def perplexities_from_results(results: Mapping[str, Any]) -> dict[str, float]:
+    """The first perplexity metric of each perplexity task (word, else byte, else bits per byte)."""
+    return _first_metric(results, _PERPLEXITY, accuracy_tasks=False)
 
 
 def _at_or_before(series: Mapping[int, float], iteration: int) -> float | None:
