@@ -56,7 +56,9 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
                      environment={"GREETING": "a b,c"})  # fmt: skip
     fail = hook.submit(script="#!/bin/bash\nexit 3\n", upload_to=f"{jobs}/scripts/fail.sh", sbatch_args=out)
     cancel = hook.submit(script="#!/bin/bash\nsleep 300\n", sbatch_args=[*out, "-p", "booster"])
-    parent = hook.submit(script="#!/bin/bash\nsleep 8\n", sbatch_args=out)
+    # Held until the child's pending reason is seen: on a loaded machine the controller's scheduling
+    # pass can come later than a short-lived parent's end, and the child would then just run.
+    parent = hook.submit(script="#!/bin/bash\nsleep 2\n", sbatch_args=[*out, "--hold"])
     child = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, f"--dependency=afterok:{parent}"])
     array = hook.submit(
         script='#!/bin/bash\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 2\ntrue\n',
@@ -67,12 +69,14 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
     first = hook.job_states([child, cancel])  # one command for both
     assert set(first.records) == {child, cancel}
     # The controller sets the pending reason on its next scheduling pass, not at submission.
-    deadline = time.monotonic() + 6
+    deadline = time.monotonic() + 30
     while (held := hook.job_states([child]).records[child]).reason != "Dependency":
         assert held.state is SlurmState.PENDING, held
         assert time.monotonic() < deadline, f"no Dependency reason: {held}"
         time.sleep(0.2)
     assert held.exit_code is None
+    released = slurm_cluster.ssh(f"scontrol release {parent}")
+    assert released.returncode == 0, released.stderr
     deadline = time.monotonic() + 20
     while hook.job_states([cancel]).records[cancel].state is not SlurmState.RUNNING:
         assert time.monotonic() < deadline, "the sleep job never started"
