@@ -28,7 +28,7 @@ from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
 from slurm_operator.records import JobRecord
 from slurm_operator.states import SUCCEEDED_STATES, TERMINAL_STATES, SlurmState
-from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Alarm, Watchdog
+from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
 _LOG_READ_BYTES = 1 << 20
@@ -172,20 +172,15 @@ class SlurmJobTrigger(BaseTrigger):
                 if terminal:
                     ok = record.state in SUCCEEDED_STATES
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
-                    yield _event(
-                        status=events.SUCCESS if ok else events.FAILURE,
-                        message=f"Slurm job {self.job_id} {ended}",
-                        job_id=self.job_id,
-                        slurm_state=record.state.value,
-                        exit_code=record.exit_code,
-                        log_offset=offset,
-                        record=record.to_dict(),
-                        carry=self.carry,
-                    )
+                    status = events.SUCCESS if ok else events.FAILURE
+                    yield self._final(status, f"Slurm job {self.job_id} {ended}", record, offset)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
                 if alarm is not None:
-                    yield self._alarm(alarm, record, offset)
+                    # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
+                    self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
+                    status = events.HUNG if alarm.kind == "hung" else events.ERROR
+                    yield self._final(status, alarm.message, record, offset)
                     return
         except Exception as exc:
             # Anything unexpected still ends the wait with one event; the traceback goes to the log.
@@ -194,12 +189,11 @@ class SlurmJobTrigger(BaseTrigger):
         finally:
             sub.close()
 
-    def _alarm(self, alarm: Alarm, record: JobRecord, offset: int) -> TriggerEvent:
-        """A hung job (the operator cancels and resubmits it) or one stuck unclassifiable (error)."""
-        self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
+    def _final(self, status: str, message: str, record: JobRecord, offset: int) -> TriggerEvent:
+        """The final event about a job Slurm reported on: with its state, exit code and record."""
         return _event(
-            status=events.HUNG if alarm.kind == "hung" else events.ERROR,
-            message=alarm.message,
+            status=status,
+            message=message,
             job_id=self.job_id,
             slurm_state=record.state.value,
             exit_code=record.exit_code,
