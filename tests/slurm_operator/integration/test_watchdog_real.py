@@ -82,7 +82,12 @@ def watched(
 
 
 def test_hung_quiet_and_unknown_jobs_under_the_real_triggerer(watched: Watched) -> None:
-    """One stack for the three cases (a stack costs ~30 s to start); each is checked in turn."""
+    """One stack for the three cases (a stack costs ~30 s to start); each is checked in turn.
+
+    Everything is real except one thing: a real Slurm cannot be made to print a state this plugin
+    does not know, so the unknown-state DAG talks to a second sshd whose PATH puts a fake ``sacct``
+    first (the real one, with the State column of that DAG's jobs rewritten to LAUNCH_FAILED).
+    """
     _check_hung_job_is_cancelled_and_resumes(watched)
     _check_quiet_job_is_never_killed(watched)
     _check_unknown_state_fails_the_task_and_leaves_the_job(watched)
