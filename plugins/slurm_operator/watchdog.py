@@ -86,13 +86,19 @@ def hung_alarm(
     progress_timeout: float,
     startup_timeout: float,
 ) -> Alarm | None:
-    """Hung ⇔ RUNNING, run for ``startup_timeout`` at least, no watched file changed for ``progress_timeout``.
+    """Hung ⇔ RUNNING, run for ``startup_timeout`` at least, no watched file changed for ``progress_timeout``
+    (and at least one of them visible).
 
     ``remote_now`` and the job's run time (its Elapsed, computed by Slurm) both come from the
     cluster, as do the files' mtimes: no clock of the Airflow side is involved, so there is no skew
     and the judgment needs no memory (it survives triggerer restarts). None when it cannot judge.
     """
     if record.state is not SlurmState.RUNNING or remote_now is None:
+        return None
+    if not any(f.exists for f in files):
+        # Slurm creates the log when the job starts: a running job with none of its files visible
+        # means this view is broken (no GNU stat, a file system the login node does not mount, a
+        # wrong path), not that the job hangs. Killing a healthy job is the worse mistake.
         return None
     elapsed = elapsed_seconds(record.elapsed)
     if elapsed is None or elapsed < startup_timeout:

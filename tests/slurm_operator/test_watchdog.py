@@ -99,8 +99,9 @@ def test_quiet_counts_from_the_newest_change_but_never_from_before_the_start() -
         ("00:00:40", 19, None, False),  # quiet for less than progress_timeout
         ("00:00:40", 25, 5, False),  # the log is quiet but the progress file moved
         ("00:00:09", 9, None, False),  # still in its start-up allowance (10 s)
-        ("00:00:25", None, None, True),  # silent from the start, past both allowances
-        ("00:00:15", None, None, False),  # silent from the start, but only 15 s < progress_timeout
+        ("00:00:25", 25, None, True),  # an empty log since the start, past both allowances
+        ("00:00:15", 15, None, False),  # silent from the start, but only 15 s < progress_timeout
+        ("05:00:00", None, None, False),  # no watched file visible at all: cannot judge, never "hung"
     ],
 )
 def test_hung_judgment(elapsed: str, log_age: float | None, tracker_age: float | None, hung: bool) -> None:
@@ -114,7 +115,7 @@ def test_hung_judgment(elapsed: str, log_age: float | None, tracker_age: float |
 
 
 def test_startup_allowance_holds_even_when_longer_than_progress_timeout() -> None:
-    files = [_file(LOG, None)]
+    files = [_file(LOG, 3 * 3600)]
     kw = {"progress_timeout": 60.0, "startup_timeout": 7200.0}
     assert hung_alarm(_running("1:59:59"), NOW, files, **kw) is None
     assert hung_alarm(_running("2:00:00"), NOW, files, **kw) is not None
@@ -131,7 +132,7 @@ def test_only_running_jobs_can_hang(state: SlurmState) -> None:
 
 
 def test_no_judgment_without_the_clusters_clock_or_a_readable_elapsed() -> None:
-    files = [_file(LOG, None)]
+    files = [_file(LOG, 3 * 3600)]
     assert hung_alarm(_running("5:00:00"), None, files, progress_timeout=1, startup_timeout=0) is None
     assert hung_alarm(_running(""), NOW, files, progress_timeout=1, startup_timeout=0) is None
 
