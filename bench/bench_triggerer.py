@@ -4,8 +4,11 @@ Self-contained: starts a private local cluster (scripts/local-cluster) and a cou
 it, submits one job array of sleeping jobs (8 run, the rest pend), holds N triggers on N distinct
 array tasks for a while, and reports per N: CPU of this process (% of one core), its resident memory,
 and the SSH requests the *server* ran per poll interval. Everything it started is stopped at the end.
+With ``--watch`` every trigger also has hang detection on (its log and one progress file, half of them
+existing), and the time of one batched query for N jobs with and without the stat of their 2N paths
+is reported too (median of 3).
 
-    .venv/bin/python bench/bench_triggerer.py --counts 1,100,1000 --interval 5 --duration 30
+    .venv/bin/python bench/bench_triggerer.py --counts 1,100,1000 --interval 5 --duration 30 [--watch]
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "plugins")]
@@ -39,12 +44,35 @@ def _rss_mb() -> float:
     return float("nan")
 
 
+def _watched(files: Path | None, job_id: str) -> dict[str, Any]:
+    """Hang detection kwargs for one trigger: its log and a progress file (every other one exists)."""
+    if files is None:
+        return {}
+    log, progress = files / f"job-{job_id}.out", files / f"progress-{job_id}"
+    if int(job_id.rsplit("_", 1)[-1]) % 2:
+        log.write_text("x\n")
+        progress.write_text("1\n")
+    return {"log_path": str(log), "progress_timeout": 3600.0, "progress_paths": [str(progress)]}
+
+
+def _query_seconds(hook: SlurmHook, ids: list[str], paths: list[str]) -> float:
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        hook.job_states(ids, paths)
+        times.append(time.monotonic() - t0)
+    return round(statistics.median(times), 3)
+
+
 async def _hold(
-    sshd: CountingSshd, job_ids: list[str], interval: float, duration: float
+    sshd: CountingSshd, job_ids: list[str], interval: float, duration: float, files: Path | None
 ) -> dict[str, float | int]:
     """Run one trigger per job id for ``duration`` seconds; measure after one settling interval."""
     triggers = [
-        SlurmJobTrigger(sshd.conn_id, job_id, poll_interval=interval, stream_logs=False) for job_id in job_ids
+        SlurmJobTrigger(
+            sshd.conn_id, job_id, poll_interval=interval, stream_logs=False, **_watched(files, job_id)
+        )
+        for job_id in job_ids
     ]
     tasks = [asyncio.create_task(anext(t.run())) for t in triggers]  # type: ignore[arg-type]
     await asyncio.sleep(interval * 1.5)  # every subscription in, first rounds done (connection opened)
@@ -77,6 +105,7 @@ def main() -> None:
     ap.add_argument("--counts", default="1,100,1000")
     ap.add_argument("--interval", type=float, default=5.0, help="poll interval of every trigger (s)")
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per count")
+    ap.add_argument("--watch", action="store_true", help="hang detection on for every trigger")
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     baseline = _rss_mb()
@@ -92,9 +121,15 @@ def main() -> None:
             sbatch_args=[f"--array=0-{max(counts) - 1}", "--job-name=bench-sleep", "--output=/dev/null"],
         )
         print(json.dumps({"rss_mb_after_imports": round(baseline, 1), "array_job": array}), flush=True)
+        files = Path(tempfile.mkdtemp(prefix="bench-watched-")) if args.watch else None
         for n in counts:
             ids = [f"{array}_{i}" for i in range(n)]
-            print(json.dumps(asyncio.run(_hold(sshd, ids, args.interval, args.duration))), flush=True)
+            result = asyncio.run(_hold(sshd, ids, args.interval, args.duration, files))
+            if files is not None:
+                paths = [p for i in ids for p in (str(files / f"job-{i}.out"), str(files / f"progress-{i}"))]
+                result["query_s_plain"] = _query_seconds(hook, ids, [])
+                result["query_s_with_stat_of_2n_paths"] = _query_seconds(hook, ids, paths)
+            print(json.dumps(result), flush=True)
     finally:
         if array:
             hook.cancel(array)

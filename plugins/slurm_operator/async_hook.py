@@ -240,13 +240,15 @@ class AsyncSlurmHook:
         log.info("[slurm %s] submitted over %s: %s", job, self._where(), command)
         return job
 
-    async def job_states(self, job_ids: Sequence[str]) -> JobStates:
+    async def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
         ids = commands.job_ids(job_ids) if job_ids else []
         if not ids:
             return JobStates(records={}, source="none", authoritative=True)
-        command = commands.job_states(ids)
-        result = await self._checked(command, "job-state query")
-        return parsers.parse_job_states(result.stdout, result.stderr, ids)
+        paths = list(dict.fromkeys(watch))
+        command = commands.job_states(ids, watch=bool(paths))
+        result = await self.run(command, stdin=commands.watch_input(paths) if paths else None)
+        parsers.check_command(command, result.exit_status, result.stdout, result.stderr, "job-state query")
+        return parsers.parse_job_states(result.stdout, result.stderr, ids, paths)
 
     async def find_active_jobs(self, name: str) -> list[JobRecord]:
         command = commands.find_active(name)

@@ -76,16 +76,21 @@ def sbatch(
     return shlex.join(words)
 
 
-def job_states(ids: Iterable[str]) -> str:
+def job_states(ids: Iterable[str], *, watch: bool = False) -> str:
     """ONE remote command that reports every job in ``ids``.
 
     sacct first: it reads accounting, the only record that keeps finished jobs. Jobs sacct does not
     list (just submitted, not yet recorded; or accounting disabled) are asked of squeue, and when
     squeue fails (a job purged after MinJobAge, or no such job) each of them of ``scontrol show job``.
     Each section starts with ``SECTION_MARK <source> <exit status>``.
+
+    With ``watch`` the command first prints a ``files`` section: the cluster's clock (``date +%s``)
+    and ``MTIME SIZE PATH`` for each path of ``watch_input(paths)`` (sent on stdin) that exists, so
+    hang detection costs no command of its own.
     """
     wanted = job_ids(ids)
-    script = f"""
+    script = _WATCH_SCRIPT if watch else ""
+    script += f"""
 out=$(sacct -X -P -n -o {SACCT_FORMAT} -j "$1"); rc=$?
 echo "{SECTION_MARK} sacct $rc"; printf '%s\\n' "$out"
 missing=""
@@ -107,6 +112,25 @@ for id in $(echo "${{missing#,}}" | tr , ' '); do scontrol -o show job "$id"; do
 exit 0
 """
     return sh(script.strip(), ",".join(wanted))
+
+
+# Paths come on stdin, one per line, handed to stat as whole arguments by xargs: never parsed by a
+# shell, and never on the command line (one exec request is one argv string, capped at 128 KiB by
+# Linux's MAX_ARG_STRLEN: a thousand jobs' paths would not fit). One stat process for all paths; a
+# missing path prints nothing (its error goes to /dev/null) and the parser marks it missing.
+_WATCH_SCRIPT = f"""
+echo "{SECTION_MARK} files 0"; date +%s
+xargs -r -d '\\n' stat -c '%Y %s %n' -- 2>/dev/null"""
+
+
+def watch_input(paths: Iterable[str]) -> str:
+    """stdin of ``job_states(..., watch=True)``: one path per line (a newline in a path is refused)."""
+    lines = []
+    for path in paths:
+        if "\n" in path or "\r" in path:
+            raise ValueError(f"not a watchable remote path (line break): {path!r}")
+        lines.append(_path(path))
+    return "".join(f"{line}\n" for line in lines)
 
 
 def find_active(name: str) -> str:

@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from slurm_operator.records import JobRecord
 from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
+
+# The attempt state the operator records for a job it cancelled as hung. Not a Slurm state: Slurm
+# says CANCELLED for such a job, which would read as a user's cancel.
+HUNG = "HUNG"
 
 
 class Verdict(enum.Enum):
@@ -59,6 +64,17 @@ class Attempt:
         return cls(**data)
 
 
+def record_end(carry: dict[str, Any], record: JobRecord) -> None:
+    """Copy the final accounting of the carry's current attempt (last in ``carry["attempts"]``)."""
+    carry["attempts"][-1].update(
+        state=record.state.value,
+        exit_code=record.exit_code,
+        elapsed=record.elapsed,
+        alloc_tres=record.alloc_tres,
+        node_list=record.node_list,
+    )
+
+
 def completion_regex_matches(pattern: str, log_tail: str) -> bool:
     """True when the completion regex occurs in the log text (multi-line mode)."""
     return re.search(pattern, log_tail, re.MULTILINE) is not None
@@ -69,12 +85,19 @@ def completion_command_says_done(stdout: str) -> bool:
     return stdout.strip() == "1"
 
 
-def _trailing_without_progress(baseline: str | None, attempts: Sequence[Attempt]) -> int:
-    """Count the most recent attempts after which the progress probe showed no change."""
+def _trailing_without_progress(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> int:
+    """Count the most recent attempts that hung or (with a probe) after which it showed no change.
+
+    A hung attempt counts even when the probe moved before the hang: a job that hangs every time
+    must stop, and without a probe a hang is the only sign of no progress there is.
+    """
     count = 0
     values = [baseline, *(a.progress for a in attempts)]
-    for before, after in zip(reversed(values[:-1]), reversed(values[1:]), strict=True):
-        if after is not None and after != before:
+    for attempt, before, after in zip(
+        reversed(attempts), reversed(values[:-1]), reversed(values[1:]), strict=True
+    ):
+        moved = probe and after is not None and after != before
+        if attempt.state != HUNG and (moved or not probe):
             break
         count += 1
     return count
@@ -95,9 +118,14 @@ def decide(
     ``completion_ok`` is the completion check's answer for a COMPLETED job (None = no check
     configured). Resubmission is capped by ``max_attempts`` in total and, when a progress probe is
     configured, by ``max_attempts_without_progress`` consecutive attempts that moved nothing — a
-    poison job (crashes at the same step, exits 0 without saving) stops instead of looping.
+    poison job (crashes at the same step, exits 0 without saving) stops instead of looping. An
+    attempt recorded ``HUNG`` (``state`` is then whatever Slurm says of the cancelled job) is
+    resubmittable and counts as one without progress, with or without a probe.
     """
-    if state is SlurmState.COMPLETED:
+    hung = bool(attempts) and attempts[-1].state == HUNG
+    if hung:
+        reason = "job hung (its watched files stopped changing) and was cancelled"
+    elif state is SlurmState.COMPLETED:
         if completion_ok is None:
             return Decision(Verdict.SUCCEED, "job COMPLETED")
         if completion_ok:
@@ -109,8 +137,8 @@ def decide(
         return Decision(Verdict.FAIL, f"job ended {state.value}")
     if len(attempts) >= max_attempts:
         return Decision(Verdict.FAIL, f"{reason}, but max_attempts={max_attempts} is reached")
-    if progress_probe:
-        stuck = _trailing_without_progress(progress_baseline, attempts)
+    if progress_probe or hung:
+        stuck = _trailing_without_progress(progress_baseline, attempts, progress_probe)
         if stuck >= max_attempts_without_progress:
             return Decision(
                 Verdict.FAIL,

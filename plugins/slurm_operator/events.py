@@ -10,7 +10,8 @@ SUCCESS: Final = "success"  # job COMPLETED, or the watched remote condition hol
 FAILURE: Final = "failure"  # job reached a terminal state other than COMPLETED
 PROGRESS: Final = "progress"  # not final: a log chunk to relay, the operator re-defers
 ERROR: Final = "error"  # the trigger could not find out (connection budget spent, job vanished, bug)
-STATUSES: Final = frozenset({SUCCESS, FAILURE, PROGRESS, ERROR})
+HUNG: Final = "hung"  # the job runs but its watched files stopped changing: cancel and resubmit
+STATUSES: Final = frozenset({SUCCESS, FAILURE, PROGRESS, ERROR, HUNG})
 
 _FIELDS: Final = (
     "status",
@@ -34,7 +35,7 @@ class EventSchemaError(ValueError):
 class SlurmEvent:
     """Payload of every trigger event, as JSON primitives.
 
-    :param status: one of ``success``, ``failure``, ``progress``, ``error``.
+    :param status: one of ``success``, ``failure``, ``progress``, ``error``, ``hung``.
     :param message: one human line saying what happened.
     :param job_id: the Slurm job id the event is about (None for path triggers).
     :param slurm_state: the Slurm state name (``COMPLETED``, ``TIMEOUT``...), if known.

@@ -243,15 +243,17 @@ class SlurmHook:
         log.info("[slurm %s] submitted on %s: %s", job, self.target, command)
         return job
 
-    def job_states(self, job_ids: Sequence[str]) -> JobStates:
-        """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks)."""
+    def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
+        """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks);
+        with ``watch``, the same command also reads the cluster's clock and stats those paths."""
         ids = commands.job_ids(job_ids) if job_ids else []
         if not ids:
             return JobStates(records={}, source="none", authoritative=True)
-        command = commands.job_states(ids)
-        result = self.run(command)
+        paths = list(dict.fromkeys(watch))
+        command = commands.job_states(ids, watch=bool(paths))
+        result = self.run(command, stdin=commands.watch_input(paths) if paths else None)
         self._check(command, result, "job-state query")
-        return parsers.parse_job_states(result.stdout, result.stderr, ids)
+        return parsers.parse_job_states(result.stdout, result.stderr, ids, paths)
 
     def find_active_jobs(self, name: str) -> list[JobRecord]:
         """This user's unfinished jobs called ``name`` (to re-attach instead of submitting twice)."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -14,26 +12,18 @@ from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import commands, events, naming
-from slurm_operator.completion import (
-    Attempt,
-    Verdict,
-    completion_command_says_done,
-    completion_regex_matches,
-    decide,
-)
+from slurm_operator.arguments import check_arguments
+from slurm_operator.attempt_checks import TAIL_LINES, CompletionCheck, completion_ok, log_tail, probe_progress
+from slurm_operator.completion import HUNG, Attempt, Verdict, decide, record_end
 from slurm_operator.events import EventSchemaError, SlurmEvent
-from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import JobRecord
-from slurm_operator.states import ACTIVE_STATES, TERMINAL_STATES, SlurmState
+from slurm_operator.states import TERMINAL_STATES, SlurmState
+from slurm_operator.task_state import XCOM_JOB_ID, recorded_job_id, state_get, state_set
 from slurm_operator.triggers import SlurmJobTrigger
-
-STATE_KEY = "slurm_operator"  # task_state_store key; renaming it breaks re-attach of in-flight tasks
-XCOM_JOB_ID = "slurm_job_id"
-_TAIL_BYTES = 256 * 1024
-_TAIL_LINES = 20
-
-CompletionCheck = Callable[[SlurmHook, Attempt], bool]
+from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT
+from slurm_operator.worker_wait import wait_in_worker
 
 
 class SlurmOperator(BaseOperator):
@@ -64,6 +54,12 @@ class SlurmOperator(BaseOperator):
         job keeps running; the task's retry re-attaches to it).
     :param min_defer_seconds: shortest deferral (see SlurmJobTrigger: works around a scheduler race
         in Airflow 3.3.2 that fails tasks whose trigger fires within seconds).
+    :param unknown_timeout: seconds a job may stay in a state the plugin cannot classify before the
+        task fails; the job is not cancelled (a retry re-attaches to it).
+    :param progress_timeout: seconds a RUNNING job may go without a change of its log or of any
+        ``progress_paths`` before it is cancelled as hung and resubmitted (None: off).
+    :param startup_timeout: seconds a job runs before it can be judged hung at all.
+    :param progress_paths: more remote files whose change means progress (templated).
     """
 
     template_fields: Sequence[str] = (
@@ -76,6 +72,7 @@ class SlurmOperator(BaseOperator):
         "completion_regex",
         "completion_command",
         "progress_command",
+        "progress_paths",
     )
     ui_color = "#c7e9c0"
 
@@ -101,6 +98,10 @@ class SlurmOperator(BaseOperator):
         stream_logs: bool = True,
         failure_budget: float = 1800,
         min_defer_seconds: float = 10,
+        unknown_timeout: float = DEFAULT_UNKNOWN_TIMEOUT,
+        progress_timeout: float | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        progress_paths: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -123,6 +124,10 @@ class SlurmOperator(BaseOperator):
         self.stream_logs = stream_logs
         self.failure_budget = failure_budget
         self.min_defer_seconds = min_defer_seconds
+        self.unknown_timeout = unknown_timeout
+        self.progress_timeout = progress_timeout
+        self.startup_timeout = startup_timeout
+        self.progress_paths = list(progress_paths)
         self._job_id: str | None = None
 
     # ----------------------------------------------------------------------------------- entry points
@@ -159,18 +164,16 @@ class SlurmOperator(BaseOperator):
             return self._wait(context, hook, carry)
         if ev.record is None:
             raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
-        self._finish_attempt(carry, JobRecord.from_dict(ev.record))
+        carry["log_offset"] = ev.log_offset
+        if ev.status == events.HUNG:
+            return self._hung(context, hook, carry, JobRecord.from_dict(ev.record), ev.message)
+        record_end(carry, JobRecord.from_dict(ev.record))
         return self._after_end(context, hook, carry)
 
     def on_kill(self) -> None:
         """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
-        if self._job_id is None:
-            return
-        self.log.info("on_kill: scancel %s", self._job_id)
-        try:
-            self._hook().cancel(self._job_id)
-        except SlurmError as exc:
-            self.log.error("could not cancel Slurm job %s: %s", self._job_id, exc)
+        if self._job_id is not None:
+            self._cancel(self._job_id, "on_kill")
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """Cancel the job when the deferral timed out (``execution_timeout``), then fail as Airflow does.
@@ -181,46 +184,24 @@ class SlurmOperator(BaseOperator):
         """
         timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
         if next_method == TRIGGER_FAIL_REPR and timed_out:
-            job_id = _recorded_job_id(context)
+            job_id = recorded_job_id(context)
             if job_id is not None:
-                self.log.info("deferral timed out: scancel %s", job_id)
-                try:
-                    self._hook().cancel(job_id)
-                except SlurmError as exc:
-                    self.log.error("could not cancel Slurm job %s: %s", job_id, exc)
+                self._cancel(job_id, "deferral timed out")
         return super().resume_execution(next_method, next_kwargs, context)
+
+    def _cancel(self, job_id: str, why: str) -> None:
+        self.log.info("%s: scancel %s", why, job_id)
+        try:
+            self._hook().cancel(job_id)
+        except SlurmError as exc:
+            self.log.error("could not cancel Slurm job %s: %s", job_id, exc)
 
     # ----------------------------------------------------------------------------------- helpers
     def _hook(self) -> SlurmHook:
         return SlurmHook(self.ssh_conn_id)
 
     def _validate(self) -> None:
-        if (self.script is None) == (self.script_path is None):
-            raise AirflowException(f"task {self.task_id}: give exactly one of script or script_path")
-        if not self.remote_dir or not self.remote_dir.startswith("/"):
-            raise AirflowException(
-                f"task {self.task_id}: remote_dir must be an absolute path, got {self.remote_dir!r}"
-            )
-        if self.output_path is not None and "%j" not in self.output_path:
-            raise AirflowException(
-                f"task {self.task_id}: output_path {self.output_path!r} must contain %j (one log per attempt)"
-            )
-        if self.completion_regex is not None:
-            try:
-                re.compile(self.completion_regex)
-            except re.error as exc:
-                raise AirflowException(
-                    f"task {self.task_id}: completion_regex {self.completion_regex!r}: {exc}"
-                ) from None
-        if self.max_attempts < 1 or self.max_attempts_without_progress < 1:
-            raise AirflowException(
-                f"task {self.task_id}: max_attempts and max_attempts_without_progress must be >= 1"
-            )
-        for arg in self.sbatch_args:
-            if arg.startswith(("--job-name", "-J", "--output", "-o")):
-                raise AirflowException(
-                    f"task {self.task_id}: sbatch_args {arg!r}: set job_name / output_path instead"
-                )
+        check_arguments(self)
 
     def _name(self, context: Context) -> str:
         if self.job_name:
@@ -230,7 +211,7 @@ class SlurmOperator(BaseOperator):
         return naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
 
     def _new_carry(self, context: Context, hook: SlurmHook) -> dict[str, Any]:
-        baseline = self._progress(hook) if self.progress_command else None
+        baseline = probe_progress(hook, self.progress_command) if self.progress_command else None
         return {"name": self._name(context), "attempts": [], "baseline": baseline, "log_offset": 0}
 
     def _output_pattern(self, name: str) -> str:
@@ -239,22 +220,25 @@ class SlurmOperator(BaseOperator):
     def _recover(self, context: Context, hook: SlurmHook) -> dict[str, Any] | None:
         """Find this task instance's job from an earlier try: recorded id first, then active name."""
         name = self._name(context)
-        stored = _state_get(context)
+        stored = state_get(context)
         if isinstance(stored, dict) and stored.get("attempts") and stored.get("name") == name:
             last = Attempt.from_dict(stored["attempts"][-1])
+            if last.state == HUNG:
+                # Cancelled as hung and judged; the try died before resubmitting: judge it again.
+                stored["_ended"] = True
+                return stored
             if SlurmState.parse(last.state) not in TERMINAL_STATES:
                 record = hook.job_states([last.job_id]).records.get(last.job_id)
-                if record is not None and record.state in ACTIVE_STATES:
-                    self.log.info(
-                        "re-attaching to recorded Slurm job %s (%s)", last.job_id, record.state.value
-                    )
+                if record is not None:
                     self._job_id = last.job_id
-                    return stored
-                if record is not None and record.state in TERMINAL_STATES:
+                    if record.state not in TERMINAL_STATES:
+                        # Active, or in a state nobody can classify (a wait gave up on it): wait again.
+                        shown = record.raw_state or record.state.value
+                        self.log.info("re-attaching to recorded Slurm job %s (%s)", last.job_id, shown)
+                        return stored
                     # The previous try died after the job ended but before judging it: judge it now.
                     self.log.info("recorded Slurm job %s already ended %s", last.job_id, record.state.value)
-                    self._job_id = last.job_id
-                    self._finish_attempt(stored, record)
+                    record_end(stored, record)
                     stored["_ended"] = True
                     return stored
         active = hook.find_active_jobs(name)
@@ -310,93 +294,83 @@ class SlurmOperator(BaseOperator):
     def _record(self, context: Context, carry: dict[str, Any]) -> None:
         job_id = carry["attempts"][-1]["job_id"]
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        _state_set(context, carry)
+        state_set(context, carry)
 
     def _wait(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> list[dict[str, Any]]:
         current = Attempt.from_dict(carry["attempts"][-1])
+        trigger = SlurmJobTrigger(
+            ssh_conn_id=self.ssh_conn_id,
+            job_id=current.job_id,
+            poll_interval=self.poll_interval,
+            log_path=current.log_path,
+            log_offset=int(carry.get("log_offset", 0)),
+            stream_logs=self.stream_logs,
+            failure_budget=self.failure_budget,
+            carry=carry,
+            min_defer_seconds=self.min_defer_seconds,
+            unknown_timeout=self.unknown_timeout,
+            progress_timeout=self.progress_timeout,
+            startup_timeout=self.startup_timeout,
+            progress_paths=self.progress_paths,
+        )
         if self.deferrable:
             self.defer(
-                trigger=SlurmJobTrigger(
-                    ssh_conn_id=self.ssh_conn_id,
-                    job_id=current.job_id,
-                    poll_interval=self.poll_interval,
-                    log_path=current.log_path,
-                    log_offset=int(carry.get("log_offset", 0)),
-                    stream_logs=self.stream_logs,
-                    failure_budget=self.failure_budget,
-                    carry=carry,
-                    min_defer_seconds=self.min_defer_seconds,
-                ),
+                trigger=trigger,
                 method_name="execute_complete",
                 # Airflow 3.3.2 does not carry execution_timeout over to a deferral (trigger_timeout
                 # stays NULL): without this a deferred task would wait forever. It bounds each wait.
                 timeout=self.execution_timeout,
             )
-        record = self._poll_until_done(hook, current, carry)
-        self._finish_attempt(carry, record)
+        ended = wait_in_worker(hook, trigger, lambda text: self._relay(current.job_id, text))
+        carry["log_offset"] = ended.offset
+        if ended.hung is not None:
+            return self._hung(context, hook, carry, ended.record, ended.hung.message)
+        record_end(carry, ended.record)
         return self._after_end(context, hook, carry)
 
-    def _poll_until_done(self, hook: SlurmHook, current: Attempt, carry: dict[str, Any]) -> JobRecord:
-        """deferrable=False: poll in the worker, relaying the log the same way the trigger does."""
-        deadline_missing = 0
-        last_ok = time.monotonic()
-        while True:
-            try:
-                states = hook.job_states([current.job_id])
-                last_ok = time.monotonic()
-            except SlurmError as exc:
-                if time.monotonic() - last_ok > self.failure_budget:
-                    raise AirflowException(
-                        f"Slurm job {current.job_id}: no answer from the cluster: {exc}"
-                    ) from None
-                self.log.warning("poll of Slurm job %s failed, will retry: %s", current.job_id, exc)
-                time.sleep(self.poll_interval)
-                continue
-            record = states.records.get(current.job_id)
-            if record is not None and record.state is not SlurmState.PENDING and self.stream_logs:
-                carry["log_offset"] = self._relay_sync(hook, current, int(carry.get("log_offset", 0)))
-            if record is not None and record.state in TERMINAL_STATES:
-                return record
-            # squeue/scontrol forget finished jobs: only accounting's silence counts as missing.
-            deadline_missing = deadline_missing + 1 if record is None and states.authoritative else 0
-            if deadline_missing >= 10:
-                raise AirflowException(f"Slurm job {current.job_id} is unknown to Slurm after 10 polls")
-            time.sleep(self.poll_interval)
-
-    def _relay_sync(self, hook: SlurmHook, current: Attempt, offset: int) -> int:
+    def _hung(
+        self, context: Context, hook: SlurmHook, carry: dict[str, Any], record: JobRecord, why: str
+    ) -> list[dict[str, Any]]:
+        """Cancel a hung job, record its attempt as HUNG (with why) and judge it like an ended one."""
+        self.log.warning("Slurm job %s: %s; cancelling it", record.job_id, why)
         try:
-            chunk = hook.read_log(current.log_path, offset)
-        except (RemotePathNotFoundError, SlurmError):
-            return offset
-        self._relay(current.job_id, chunk.text)
-        return chunk.next_offset
+            hook.cancel(record.job_id)
+        except SlurmError as exc:
+            # Resubmitting next to a job that may still run would train twice: fail, the retry re-attaches.
+            raise AirflowException(
+                f"Slurm job {record.job_id} hung ({why}), and scancel failed: {exc}"
+            ) from None
+        record_end(carry, record)
+        last = carry["attempts"][-1]
+        last.update(state=HUNG, extra={**last.get("extra", {}), "hung": why})
+        return self._after_end(context, hook, carry)
 
     def _relay(self, job_id: str, text: str) -> None:
         for line in text.splitlines():
             self.log.info("[slurm %s] %s", job_id, line)
 
-    def _finish_attempt(self, carry: dict[str, Any], record: JobRecord) -> None:
-        last = carry["attempts"][-1]
-        last.update(
-            state=record.state.value,
-            exit_code=record.exit_code,
-            elapsed=record.elapsed,
-            alloc_tres=record.alloc_tres,
-            node_list=record.node_list,
-        )
-
     def _after_end(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> list[dict[str, Any]]:
         """Judge the attempt that just ended: succeed, resubmit (and wait again) or fail."""
         current = Attempt.from_dict(carry["attempts"][-1])
         state = SlurmState.parse(current.state)
-        completion_ok = self._completion_ok(hook, current) if state is SlurmState.COMPLETED else None
-        progress = self._progress(hook) if self.progress_command else None
-        carry["attempts"][-1].update(completion_ok=completion_ok, progress=progress)
+        done = (
+            completion_ok(
+                hook,
+                current,
+                regex=self.completion_regex,
+                command=self.completion_command,
+                check=self.completion_check,
+            )
+            if state is SlurmState.COMPLETED
+            else None
+        )
+        progress = probe_progress(hook, self.progress_command) if self.progress_command else None
+        carry["attempts"][-1].update(completion_ok=done, progress=progress)
         attempts = [Attempt.from_dict(a) for a in carry["attempts"]]
         decision = decide(
             state,
             attempts,
-            completion_ok=completion_ok,
+            completion_ok=done,
             max_attempts=self.max_attempts,
             max_attempts_without_progress=self.max_attempts_without_progress,
             progress_baseline=carry.get("baseline"),
@@ -409,80 +383,14 @@ class SlurmOperator(BaseOperator):
             decision.reason,
             decision.verdict.value,
         )
-        _state_set(context, carry)
+        state_set(context, carry)
         if decision.verdict is Verdict.SUCCEED:
             return list(carry["attempts"])
         if decision.verdict is Verdict.RESUBMIT:
             self._submit(context, hook, carry)
             return self._wait(context, hook, carry)
-        tail = self._log_tail(hook, current.log_path)
+        tail = log_tail(hook, current.log_path)
         raise AirflowException(
             f"Slurm job {current.job_id} {current.state} (exit code {current.exit_code}), attempt "
-            f"{current.attempt}: {decision.reason}; log {current.log_path}; last {_TAIL_LINES} lines:\n{tail}"
+            f"{current.attempt}: {decision.reason}; log {current.log_path}; last {TAIL_LINES} lines:\n{tail}"
         )
-
-    def _completion_ok(self, hook: SlurmHook, current: Attempt) -> bool | None:
-        checks: list[bool] = []
-        if self.completion_regex is not None:
-            checks.append(
-                completion_regex_matches(self.completion_regex, self._read_tail(hook, current.log_path))
-            )
-        if self.completion_command is not None:
-            result = hook.run(self.completion_command)
-            checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
-        if self.completion_check is not None:
-            checks.append(bool(self.completion_check(hook, current)))
-        return all(checks) if checks else None
-
-    def _progress(self, hook: SlurmHook) -> str | None:
-        assert self.progress_command is not None
-        try:
-            result = hook.run(self.progress_command)
-        except SlurmError as exc:
-            self.log.warning("progress command failed: %s", exc)
-            return None
-        return result.stdout.strip() if result.exit_status == 0 else None
-
-    def _read_tail(self, hook: SlurmHook, path: str) -> str:
-        try:
-            size = hook.stat(path).size
-            return hook.read_log(path, max(0, size - _TAIL_BYTES), _TAIL_BYTES).text
-        except (RemotePathNotFoundError, SlurmError) as exc:
-            return f"<log unreadable: {exc}>"
-
-    def _log_tail(self, hook: SlurmHook, path: str) -> str:
-        return "\n".join(self._read_tail(hook, path).splitlines()[-_TAIL_LINES:])
-
-
-def _recorded_job_id(context: Context) -> str | None:
-    """The job id of the current attempt as recorded at submission (state store, else XCom)."""
-    stored = _state_get(context)
-    if isinstance(stored, dict) and stored.get("attempts"):
-        return str(stored["attempts"][-1]["job_id"])
-    ti = context["ti"]
-    value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_JOB_ID, map_indexes=ti.map_index)
-    return None if value is None else str(value)
-
-
-def _state_get(context: Context) -> Any:
-    store = context.get("task_state_store")
-    if store is None:
-        return None
-    try:
-        return store.get(STATE_KEY)
-    except Exception:  # the store is new in 3.3 and absent in some runners (dag.test); XCom still works
-        return None
-
-
-def _state_set(context: Context, carry: dict[str, Any]) -> None:
-    store = context.get("task_state_store")
-    if store is None:
-        return
-    try:
-        store.set(
-            STATE_KEY, {k: v for k, v in carry.items() if not k.startswith("_")}, retention=timedelta(days=30)
-        )
-    except Exception as exc:
-        log = context["ti"].log if hasattr(context["ti"], "log") else None
-        if log is not None:
-            log.warning("task_state_store unavailable, re-attach will rely on the job name: %s", exc)

@@ -14,7 +14,7 @@ from slurm_operator.exceptions import (
     SlurmSubmitError,
     SlurmSubmitLimitError,
 )
-from slurm_operator.records import JobRecord, JobStates, LogChunk
+from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import ACTIVE_STATES, SUCCEEDED_STATES, SlurmState
 
 log = logging.getLogger(__name__)
@@ -183,15 +183,35 @@ def _sections(stdout: str) -> list[tuple[str, int, str]]:
 
 
 _PARSERS = {"sacct": parse_sacct, "squeue": parse_squeue, "scontrol": parse_scontrol}
+WATCH_SOURCE = "files"
 
 
-def parse_job_states(stdout: str, stderr: str, ids: Iterable[str]) -> JobStates:
+def parse_watch(text: str, paths: Iterable[str]) -> tuple[float, dict[str, RemoteStat]]:
+    """The ``files`` section: the cluster's clock, then ``MTIME SIZE PATH`` per existing path.
+
+    Every requested path gets a RemoteStat; one stat did not print is missing (``exists`` False).
+    """
+    lines = text.splitlines()
+    if not lines or not lines[0].strip().isdigit():
+        raise SlurmParseError("files section does not start with the remote clock (date +%s)", text)
+    found: dict[str, RemoteStat] = {}
+    for line in lines[1:]:
+        mtime, size, path = [*line.split(" ", 2), "", ""][:3]
+        if not (mtime.isdigit() and size.isdigit() and path):
+            raise SlurmParseError("expected 'MTIME SIZE PATH' in the files section", line)
+        found[path] = RemoteStat(path=path, exists=True, size=int(size), mtime=float(mtime))
+    files = {p: found.get(p, RemoteStat(path=p, exists=False)) for p in paths}
+    return float(lines[0].strip()), files
+
+
+def parse_job_states(stdout: str, stderr: str, ids: Iterable[str], watch: Iterable[str] = ()) -> JobStates:
     """Merge the sections of ``commands.job_states`` into one record per requested id.
 
     Accounting (sacct) wins; squeue/scontrol only fill in ids sacct did not list. The answer is
     authoritative when sacct answered. A requested array base id (``42``) gets an aggregate record
     (see ``aggregate_array``). Raises SlurmCommandError when no source answered at all (e.g.
-    slurmctld and slurmdbd both down), quoting stderr.
+    slurmctld and slurmdbd both down), quoting stderr. The ``watch`` paths' stats and the remote
+    clock come from the ``files`` section, when the command was built with one.
     """
     wanted = list(ids)
     sections = _sections(stdout)
@@ -199,7 +219,12 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str]) -> JobStates:
         raise SlurmParseError("job-state query printed nothing", stdout + stderr)
     records: dict[str, JobRecord] = {}
     answered: list[str] = []
+    remote_now: float | None = None
+    files: dict[str, RemoteStat] = {}
     for source, rc, text in sections:
+        if source == WATCH_SOURCE:
+            remote_now, files = parse_watch(text, watch)
+            continue
         if rc != 0:
             continue
         answered.append(source)
@@ -219,7 +244,9 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str]) -> JobStates:
             tasks = [r for k, r in records.items() if k.startswith(f"{job}_")]
             if tasks:
                 records[job] = aggregate_array(job, tasks)
-    return JobStates(records=records, source=answered[0], authoritative=sacct_ok)
+    return JobStates(
+        records=records, source=answered[0], authoritative=sacct_ok, remote_now=remote_now, files=files
+    )
 
 
 def aggregate_array(job: str, tasks: Sequence[JobRecord]) -> JobRecord:
@@ -252,6 +279,18 @@ def decode_chunk(data: bytes, offset: int, at_eof: bool) -> LogChunk:
     text = decoder.decode(data, final=at_eof)
     pending = len(decoder.getstate()[0])
     return LogChunk(text=text, offset=offset, next_offset=offset + len(data) - pending)
+
+
+def complete_lines(chunk: LogChunk, *, final: bool) -> tuple[str, int]:
+    """The chunk's complete lines and the offset after them.
+
+    Unless the job has ended (``final``), a half-written last line is kept for the next read, so a
+    relayed line is never split in two.
+    """
+    text = chunk.text if final else chunk.text[: chunk.text.rfind("\n") + 1]
+    if text == chunk.text:
+        return text, chunk.next_offset  # the hook's own byte count (exact even around invalid UTF-8)
+    return text, chunk.offset + len(text.encode())
 
 
 def read_window(path: str, size: int, offset: int, max_bytes: int) -> tuple[int, int]:

@@ -7,18 +7,19 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from slurm_operator.exceptions import SlurmError
-from slurm_operator.records import JobRecord, JobStates
+from slurm_operator.records import JobRecord, JobStates, RemoteStat
+from slurm_operator.states import SlurmState
 
 log = logging.getLogger(__name__)
 
 
 class _StatesHook(Protocol):
-    async def job_states(self, job_ids: list[str]) -> JobStates: ...
+    async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates: ...
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class PollResult:
     ``authoritative`` says whether the answer came from accounting (sacct), where absence means
     something, or from a fallback (squeue/scontrol) that forgets finished jobs. ``error`` is set
     (and ``record`` None) when the round failed; ``failures`` counts consecutive failed rounds.
+    ``remote_now`` (the cluster's clock) and ``files`` (stats of the subscription's watched paths)
+    are set when this round statted them.
     """
 
     record: JobRecord | None
@@ -36,15 +39,18 @@ class PollResult:
     error: str | None = None
     failures: int = 0
     polled_at: float = 0.0
+    remote_now: float | None = None
+    files: dict[str, RemoteStat] = field(default_factory=dict)
 
 
 class Subscription:
-    """One trigger's interest in one job id; hands over the newest poll result."""
+    """One trigger's interest in one job id (and the files whose change means progress)."""
 
-    def __init__(self, poller: SlurmPoller, job_id: str, interval: float) -> None:
+    def __init__(self, poller: SlurmPoller, job_id: str, interval: float, watch: Sequence[str] = ()) -> None:
         self.poller = poller
         self.job_id = job_id
         self.interval = interval
+        self.watch = tuple(watch)
         self._latest: PollResult | None = None
         self._ready = asyncio.Event()
 
@@ -73,6 +79,8 @@ class SlurmPoller:
     the async hook's one shared SSH connection. The interval is the smallest one any subscriber asked
     for. A failed round is reported to every subscriber (each trigger applies its own failure
     budget) and retried sooner, with exponential backoff and jitter, capped by the interval.
+    Watched paths (hang detection) are statted by that same command, except those of jobs the
+    previous round saw pending: a queued job cannot hang, and a campaign queues many.
     """
 
     hook_factory: ClassVar[Callable[[str], _StatesHook] | None] = None
@@ -86,6 +94,7 @@ class SlurmPoller:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
+        self._last_state: dict[str, SlurmState] = {}
 
     @classmethod
     def for_conn(cls, ssh_conn_id: str) -> SlurmPoller:
@@ -98,9 +107,12 @@ class SlurmPoller:
             cls._instances[key] = poller
         return poller
 
-    def subscribe(self, job_id: str, interval: float) -> Subscription:
-        """Register interest in ``job_id``; results arrive every ``interval`` seconds or sooner."""
-        sub = Subscription(self, job_id, interval)
+    def subscribe(self, job_id: str, interval: float, watch: Sequence[str] = ()) -> Subscription:
+        """Register interest in ``job_id``; results arrive every ``interval`` seconds or sooner.
+
+        ``watch``: paths to stat in the same batched query while the job may be running.
+        """
+        sub = Subscription(self, job_id, interval, watch)
         self._subs.setdefault(job_id, set()).add(sub)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
@@ -120,6 +132,7 @@ class SlurmPoller:
             subs.discard(sub)
             if not subs:
                 del self._subs[sub.job_id]
+                self._last_state.pop(sub.job_id, None)
         if not self._subs:
             self._wake.set()
 
@@ -157,8 +170,9 @@ class SlurmPoller:
             return
         self.rounds += 1
         now = time.time()
+        watch = self._watched_paths()
         try:
-            states = await self.hook.job_states(ids)
+            states = await self.hook.job_states(ids, watch)
         except Exception as exc:
             # Anything (a SlurmError, or a transport error the hook let through) costs one round,
             # never the poller task itself: every waiting trigger depends on it.
@@ -179,9 +193,29 @@ class SlurmPoller:
             return
         self._failures = 0
         for job_id, subs in list(self._subs.items()):
-            res = PollResult(states.records.get(job_id), states.authoritative, polled_at=now)
+            record = states.records.get(job_id)
+            if record is not None:
+                self._last_state[job_id] = record.state
             for sub in list(subs):
-                sub._offer(res)
+                files = {p: states.files[p] for p in sub.watch if p in states.files}
+                sub._offer(
+                    PollResult(
+                        record,
+                        states.authoritative,
+                        polled_at=now,
+                        remote_now=states.remote_now,
+                        files=files,
+                    )
+                )
+
+    def _watched_paths(self) -> list[str]:
+        paths: dict[str, None] = {}
+        for job_id, subs in self._subs.items():
+            if self._last_state.get(job_id) is SlurmState.PENDING:
+                continue
+            for sub in subs:
+                paths.update(dict.fromkeys(sub.watch))
+        return list(paths)
 
 
 def _default_hook_factory(ssh_conn_id: str) -> Any:

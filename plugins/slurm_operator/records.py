@@ -52,23 +52,36 @@ class JobStates:
     :param authoritative: True when the answer came from accounting (sacct), where a missing job
         really is unknown to the cluster; squeue and scontrol forget finished jobs after MinJobAge,
         so absence there means nothing.
+    :param remote_now: the cluster's clock (epoch seconds) when watched files were asked for.
+    :param files: the watched paths' stats, by path (hang detection), when asked for.
     """
 
     records: dict[str, JobRecord] = field(default_factory=dict)
     source: str = "sacct"
     authoritative: bool = True
+    remote_now: float | None = None
+    files: dict[str, RemoteStat] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "records": {k: v.to_dict() for k, v in self.records.items()},
             "source": self.source,
             "authoritative": self.authoritative,
+            "remote_now": self.remote_now,
+            "files": {k: v.to_dict() for k, v in self.files.items()},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobStates:
         records = {str(k): JobRecord.from_dict(v) for k, v in dict(data.get("records", {})).items()}
-        return cls(records=records, source=str(data["source"]), authoritative=bool(data["authoritative"]))
+        now = data.get("remote_now")
+        return cls(
+            records=records,
+            source=str(data["source"]),
+            authoritative=bool(data["authoritative"]),
+            remote_now=None if now is None else float(now),
+            files={str(k): RemoteStat.from_dict(v) for k, v in dict(data.get("files", {})).items()},
+        )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -23,8 +24,11 @@ from slurm_operator.checkpoints import (
 )
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
+from slurm_operator.records import JobRecord
 from slurm_operator.states import SUCCEEDED_STATES, TERMINAL_STATES, SlurmState
+from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
 _LOG_READ_BYTES = 1 << 20
@@ -32,6 +36,16 @@ _LOG_READ_BYTES = 1 << 20
 
 def _event(**kwargs: Any) -> TriggerEvent:
     return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
+
+
+def arguments(trigger: BaseTrigger, cls: type) -> dict[str, Any]:
+    """Every argument of ``cls``'s constructor, read back from the attribute of the same name.
+
+    Derived from the signature, so a new argument cannot be left out of ``serialize()`` (the
+    triggerer rebuilds the trigger from exactly these).
+    """
+    names = [n for n in inspect.signature(cls).parameters if n != "_"]
+    return {name: getattr(trigger, name) for name in names}
 
 
 class SlurmJobTrigger(BaseTrigger):
@@ -52,6 +66,12 @@ class SlurmJobTrigger(BaseTrigger):
         it has processed the deferring worker's exit: the resumed task is already QUEUED when the
         late "success" of the deferral arrives. A job that ends within seconds (a typo in the script)
         would hit that; waiting a few seconds costs nothing next to a Slurm job.
+    :param unknown_timeout: seconds the job may stay in a state the plugin cannot classify (UNKNOWN,
+        or one a newer Slurm adds) before the wait ends with an error event; the job is left alone.
+    :param progress_timeout: seconds without a change of the log or any of ``progress_paths``
+        while RUNNING before the wait ends with a ``hung`` event; None: no hang detection.
+    :param startup_timeout: seconds a job runs before it can be judged hung at all.
+    :param progress_paths: more files whose change means progress (the log always counts).
     """
 
     def __init__(
@@ -67,10 +87,18 @@ class SlurmJobTrigger(BaseTrigger):
         cancel_on_kill: bool = True,
         carry: dict[str, Any] | None = None,
         min_defer_seconds: float = 10.0,
+        unknown_timeout: float = DEFAULT_UNKNOWN_TIMEOUT,
+        progress_timeout: float | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        progress_paths: list[str] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.ssh_conn_id = ssh_conn_id
         self.job_id = job_id
+        self.unknown_timeout = unknown_timeout
+        self.progress_timeout = progress_timeout
+        self.startup_timeout = startup_timeout
+        self.progress_paths = list(progress_paths or [])
         self.min_defer_seconds = min_defer_seconds
         self.poll_interval = poll_interval
         self.log_path = log_path
@@ -83,25 +111,21 @@ class SlurmJobTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath under plugins/ (importable in the triggerer) and every constructor argument."""
-        return (
-            "slurm_operator.triggers.SlurmJobTrigger",
-            {
-                "ssh_conn_id": self.ssh_conn_id,
-                "job_id": self.job_id,
-                "poll_interval": self.poll_interval,
-                "log_path": self.log_path,
-                "log_offset": self.log_offset,
-                "stream_logs": self.stream_logs,
-                "failure_budget": self.failure_budget,
-                "missing_polls": self.missing_polls,
-                "cancel_on_kill": self.cancel_on_kill,
-                "carry": self.carry,
-                "min_defer_seconds": self.min_defer_seconds,
-            },
+        return "slurm_operator.triggers.SlurmJobTrigger", arguments(self, SlurmJobTrigger)
+
+    def watchdog(self) -> Watchdog:
+        """The judgments of this wait; the watched files are the log and ``progress_paths``."""
+        paths = [self.log_path] if self.log_path else []
+        return Watchdog(
+            job_id=self.job_id,
+            unknown_timeout=self.unknown_timeout,
+            progress_timeout=self.progress_timeout,
+            startup_timeout=self.startup_timeout,
+            paths=tuple(dict.fromkeys([*paths, *self.progress_paths])),
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Yield exactly one final event: success, failure (with state and exit code) or error."""
+        """Yield exactly one final event: success, failure (with state and exit code), hung or error."""
         started = time.monotonic()
         watch = self._watch()
         try:
@@ -113,7 +137,9 @@ class SlurmJobTrigger(BaseTrigger):
         yield event
 
     async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
-        sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval)
+        dog = self.watchdog()
+        watch = dog.paths if dog.watching else ()
+        sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval, watch)
         hook = AsyncSlurmHook(self.ssh_conn_id)
         offset = self.log_offset
         try:
@@ -146,16 +172,15 @@ class SlurmJobTrigger(BaseTrigger):
                 if terminal:
                     ok = record.state in SUCCEEDED_STATES
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
-                    yield _event(
-                        status=events.SUCCESS if ok else events.FAILURE,
-                        message=f"Slurm job {self.job_id} {ended}",
-                        job_id=self.job_id,
-                        slurm_state=record.state.value,
-                        exit_code=record.exit_code,
-                        log_offset=offset,
-                        record=record.to_dict(),
-                        carry=self.carry,
-                    )
+                    status = events.SUCCESS if ok else events.FAILURE
+                    yield self._final(status, f"Slurm job {self.job_id} {ended}", record, offset)
+                    return
+                alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
+                if alarm is not None:
+                    # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
+                    self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
+                    status = events.HUNG if alarm.kind == "hung" else events.ERROR
+                    yield self._final(status, alarm.message, record, offset)
                     return
         except Exception as exc:
             # Anything unexpected still ends the wait with one event; the traceback goes to the log.
@@ -163,6 +188,19 @@ class SlurmJobTrigger(BaseTrigger):
             yield self._error(f"trigger crashed: {type(exc).__name__}: {exc}", offset)
         finally:
             sub.close()
+
+    def _final(self, status: str, message: str, record: JobRecord, offset: int) -> TriggerEvent:
+        """The final event about a job Slurm reported on: with its state, exit code and record."""
+        return _event(
+            status=status,
+            message=message,
+            job_id=self.job_id,
+            slurm_state=record.state.value,
+            exit_code=record.exit_code,
+            log_offset=offset,
+            record=record.to_dict(),
+            carry=self.carry,
+        )
 
     def _error(self, message: str, offset: int) -> TriggerEvent:
         return _event(
@@ -179,15 +217,10 @@ class SlurmJobTrigger(BaseTrigger):
         except SlurmError as exc:
             self.log.warning("could not read %s: %s", self.log_path, exc)
             return offset
-        text = chunk.text
-        if not final and not text.endswith("\n"):
-            # Keep a half-written last line for the next read, so lines are never split in the log.
-            text = text[: text.rfind("\n") + 1]
+        text, next_offset = complete_lines(chunk, final=final)
         for line in text.splitlines():
             self.log.info("[slurm %s] %s", self.job_id, line)
-        if text == chunk.text:
-            return chunk.next_offset  # the hook's own byte count (exact even around invalid UTF-8)
-        return chunk.offset + len(text.encode())
+        return next_offset
 
     async def on_kill(self) -> None:
         """A user acted on the deferred task: cancel the job so it does not run on unattended."""
@@ -237,22 +270,7 @@ class RemotePathTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath and every constructor argument."""
-        return (
-            "slurm_operator.triggers.RemotePathTrigger",
-            {
-                "ssh_conn_id": self.ssh_conn_id,
-                "path": self.path,
-                "mode": self.mode,
-                "pattern": self.pattern,
-                "iteration": self.iteration,
-                "settle_seconds": self.settle_seconds,
-                "poll_interval": self.poll_interval,
-                "log_offset": self.log_offset,
-                "failure_budget": self.failure_budget,
-                "carry": self.carry,
-                "min_defer_seconds": self.min_defer_seconds,
-            },
-        )
+        return "slurm_operator.triggers.RemotePathTrigger", arguments(self, RemotePathTrigger)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until the condition holds; yield one success or error event."""

@@ -19,8 +19,11 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Fingerprints of the factory's output for config/scaling_exps.yaml, taken before the parse-time cuts
 # of issue 6 (built the slow way: @task_group decorator, one >> per phase). A change of the seed config
 # or of the DAG shape changes them on purpose: then check the diff of `summary()` and re-pin.
-SUMMARY_SHA = "03316f85f3a21d7f6eccfd7c084b4c153b4c53a67df09c5dfa2029842e15426f"
-SERIALIZED_SHA = "67ec941227313c31bcd76052b5c79a1825d5f9119ce072e73fa114441bd81c7b"
+# Re-pinned for issue 11 (hang detection): the Slurm tasks gained the template field
+# `progress_paths` (the training's checkpoint tracker; [] for conversions) and the pinned attributes
+# unknown_timeout/progress_timeout/startup_timeout; the diff against the old pins was exactly that.
+SUMMARY_SHA = "defe51bca170d0bc71e5e951d63d6f82658e12ebe7b02d21fb5e261325c4cf38"
+SERIALIZED_SHA = "72fc772052aebc5e33f93480c5f3b713699bb5b7e981f1c35a945927ac6c1125"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",
@@ -42,6 +45,9 @@ _ATTRS = (
     "stream_logs",
     "failure_budget",
     "min_defer_seconds",
+    "unknown_timeout",
+    "progress_timeout",
+    "startup_timeout",
 )
 
 

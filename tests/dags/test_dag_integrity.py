@@ -65,6 +65,11 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     run_dir = REPO / ".state/demo/campaign/runs/demo_tiny_lr0.003_bs4"
     assert train.output_path == f"{run_dir}/slurm_train-%j.out"
     assert train.start_condition == ""
+    # Hang detection: the log and the checkpoint tracker are watched, with the campaign's defaults.
+    assert (train.progress_timeout, train.startup_timeout, train.unknown_timeout) == (3600, 7200, 1800)
+    assert train.progress_paths == [f"{run_dir}/checkpoints/latest_checkpointed_iteration.txt"]
+    convert = dag.task_dict["pretrain.checkpoints.convert_eval"]
+    assert (convert.progress_timeout, convert.unknown_timeout) == (None, 1800)
     cooldown = dag.task_dict["cooldown_12K.train"]
     assert cooldown.start_condition.startswith(f"{REPO}/include/helpers/cooldown_helper.sh ")
     assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint"}

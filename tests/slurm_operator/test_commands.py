@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from slurm_operator import commands, parsers
+from slurm_operator.commands import SECTION_MARK
+from slurm_operator.records import RemoteStat
 from slurm_operator.states import SlurmState
 
 
@@ -108,3 +112,52 @@ def test_job_states_asks_scontrol_for_jobs_squeue_shows_finished(tmp_path: Path)
     assert (states.records["5"].state, states.records["5"].exit_code) == (SlurmState.COMPLETED, 0)
     assert (states.records["6"].state, states.records["6"].exit_code) == (SlurmState.RUNNING, None)
     assert "JobId=6" not in proc.stdout  # scontrol is asked only about finished jobs
+
+
+def test_job_states_with_watch_reads_the_clock_and_stats_first_in_the_same_command() -> None:
+    plain = commands.job_states(["3"])
+    watched = commands.job_states(["3"], watch=True)
+    script = shlex.split(watched)[2]
+    assert script.startswith(
+        f"echo \"{SECTION_MARK} files 0\"; date +%s\nxargs -r -d '\\n' stat -c '%Y %s %n' -- 2>/dev/null\n"
+    )
+    assert script.endswith(shlex.split(plain)[2])  # then exactly the plain state query
+    assert shlex.split(watched)[3:] == ["sh", "3"]  # the paths are not on the command line
+
+
+def test_watch_input_is_one_path_per_line_and_refuses_line_breaks() -> None:
+    assert commands.watch_input(["/a b/log", "-x"]) == "/a b/log\n-x\n"
+    with pytest.raises(ValueError, match="not a watchable remote path"):
+        commands.watch_input(["/a\nb"])
+    with pytest.raises(ValueError, match="not a usable remote path"):
+        commands.watch_input([""])
+
+
+def test_watched_paths_are_statted_verbatim_by_the_real_shell(tmp_path: Path) -> None:
+    """Runs the command under a real sh with real stat; only sacct is a fake (no cluster needed)."""
+    (tmp_path / "bin").mkdir()
+    sacct = tmp_path / "bin" / "sacct"
+    sacct.write_text("#!/bin/sh\necho '5|n|RUNNING|0:0|00:01:00|S|Unknown|n1|cpu=1|None'\n")
+    sacct.chmod(0o755)
+    odd = tmp_path / "a dir" / "-log $(touch pwned) 'q'.out"
+    odd.parent.mkdir()
+    odd.write_text("hello\n")
+    os.utime(odd, (1_700_000_000, 1_700_000_000))
+    missing = tmp_path / "nope.txt"
+    paths = [str(odd), str(missing)]
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    proc = subprocess.run(
+        ["sh", "-c", commands.job_states(["5"], watch=True)],
+        input=commands.watch_input(paths),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    states = parsers.parse_job_states(proc.stdout, proc.stderr, ["5"], paths)
+    assert states.records["5"].state is SlurmState.RUNNING
+    assert states.remote_now is not None
+    assert abs(states.remote_now - time.time()) < 60
+    assert states.files[str(odd)] == RemoteStat(str(odd), exists=True, size=6, mtime=1_700_000_000.0)
+    assert states.files[str(missing)] == RemoteStat(str(missing), exists=False)
+    assert not (tmp_path / "pwned").exists()  # the path was never read by a shell

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from slurm_operator.completion import (
+    HUNG,
     Attempt,
     Verdict,
     completion_command_says_done,
@@ -84,3 +85,42 @@ def test_attempt_round_trip() -> None:
     assert Attempt.from_dict(a.to_dict()) == a
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         Attempt.from_dict({**a.to_dict(), "bogus": 1})
+
+
+def _hung(attempts: list[Attempt], *which: int) -> list[Attempt]:
+    """The attempts with those (1-based) numbers recorded HUNG, as the operator records them."""
+    return [Attempt(**{**a.to_dict(), "state": HUNG}) if a.attempt in which else a for a in attempts]
+
+
+def test_a_hung_attempt_is_resubmitted_whatever_slurm_says_of_the_cancelled_job() -> None:
+    verdict, reason = _decide(SlurmState.CANCELLED, _hung(_attempts(None), 1))
+    assert verdict is Verdict.RESUBMIT
+    assert reason == "job hung (its watched files stopped changing) and was cancelled"
+
+
+def test_hung_attempts_count_toward_the_no_progress_cap_even_without_a_probe() -> None:
+    kw = {"max_attempts_without_progress": 2}
+    assert _decide(SlurmState.CANCELLED, _hung(_attempts(None), 1), **kw)[0] is Verdict.RESUBMIT
+    verdict, reason = _decide(SlurmState.CANCELLED, _hung(_attempts(None, None), 1, 2), **kw)
+    assert verdict is Verdict.FAIL
+    assert reason == (
+        "job hung (its watched files stopped changing) and was cancelled, but the last 2 attempt(s) "
+        "made no progress (max_attempts_without_progress=2)"
+    )
+    # A TIMEOUT between two hangs breaks the run when there is no probe to say otherwise.
+    mixed = _hung(_attempts(None, None, None), 1, 3)
+    assert _decide(SlurmState.CANCELLED, mixed, **kw)[0] is Verdict.RESUBMIT
+
+
+def test_a_hang_counts_even_when_the_probe_moved_before_it() -> None:
+    # The tracker moved 0 -> 100 -> 200, but both attempts then hung: the cap of 2 is reached.
+    kw = {"progress_probe": True, "progress_baseline": "0", "max_attempts_without_progress": 2}
+    attempts = _attempts("100", "200")
+    assert _decide(SlurmState.CANCELLED, _hung(attempts, 2), **kw)[0] is Verdict.RESUBMIT
+    assert _decide(SlurmState.CANCELLED, _hung(attempts, 1, 2), **kw)[0] is Verdict.FAIL
+
+
+def test_hung_attempts_count_toward_max_attempts() -> None:
+    verdict, reason = _decide(SlurmState.CANCELLED, _hung(_attempts("1", "2", "3"), 3), max_attempts=3)
+    assert verdict is Verdict.FAIL
+    assert reason.endswith("but max_attempts=3 is reached")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.exceptions import (
     RemotePathNotFoundError,
     SlurmConnectionError,
@@ -18,6 +20,7 @@ from slurm_operator.exceptions import (
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import JobStates
 from slurm_operator.states import TERMINAL_STATES, SlurmState
+from slurm_operator.watchdog import elapsed_seconds
 
 from tests.fixtures.slurm_cluster import LocalCluster, free_ports
 
@@ -281,3 +284,51 @@ def test_timeout_and_purged_job(hook: SlurmHook, slurm_cluster: LocalCluster) ->
     again = hook.job_states([quick])
     assert (again.source, again.records[quick].state) == ("sacct", SlurmState.COMPLETED)
     assert sacct_truth(slurm_cluster, [slow]) == {slow: ("TIMEOUT", "0:0")}
+
+
+def test_job_states_with_watched_paths_is_one_command_with_the_clusters_clock(
+    hook: SlurmHook, slurm_cluster: LocalCluster
+) -> None:
+    """Hang detection's inputs from the real cluster: sacct's Elapsed of a RUNNING job, the remote
+    clock and the stats of the watched files, all from the one batched command (sync and async hook)."""
+    jobs = slurm_cluster.jobs_dir / "watched"
+    jobs.mkdir(exist_ok=True)
+    log = jobs / "odd name-$(x).out"
+    job = hook.submit(
+        script="#!/bin/bash\necho started\nsleep 60\n", sbatch_args=[f"--output={log}", "--time=2"]
+    )
+    try:
+        missing = str(jobs / "latest_checkpointed_iteration.txt")
+        deadline = time.monotonic() + 60
+        while True:
+            before = hook.commands_run
+            states = hook.job_states([job], [str(log), missing])
+            assert hook.commands_run == before + 1
+            record = states.records[job]
+            # The log's stat comes from the same answer (a local look could see it appear later).
+            started = states.files[str(log)].exists
+            if record.state is SlurmState.RUNNING and elapsed_seconds(record.elapsed) and started:
+                break
+            assert time.monotonic() < deadline, states
+            time.sleep(0.5)
+        assert states.remote_now is not None
+        assert abs(states.remote_now - time.time()) < 5  # the same machine here: same clock
+        elapsed = elapsed_seconds(record.elapsed)
+        assert elapsed is not None
+        assert 0 < elapsed < 60
+        assert states.files[str(log)].exists
+        assert states.files[str(log)].mtime == pytest.approx(log.stat().st_mtime, abs=1)
+        assert not states.files[missing].exists
+
+        async def ask() -> JobStates:
+            async_hook = AsyncSlurmHook(slurm_cluster.conn_id)
+            try:
+                return await async_hook.job_states([job], [str(log)])
+            finally:
+                await async_hook.close()
+
+        again = asyncio.run(ask())
+        assert again.files[str(log)] == states.files[str(log)]
+        assert again.remote_now is not None
+    finally:
+        hook.cancel(job)

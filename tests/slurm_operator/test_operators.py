@@ -1,4 +1,4 @@
-"""SlurmOperator checks that need no cluster: argument validation, the resume method's event checks."""
+"""SlurmOperator checks that need no cluster: argument validation, event checks, hung and unknown jobs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
+from slurm_operator.completion import HUNG, Attempt
 from slurm_operator.events import SlurmEvent
+from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.states import SlurmState
+from slurm_operator.triggers import SlurmJobTrigger
+from slurm_operator.worker_wait import wait_in_worker
 
 
 def _op(**kwargs: Any) -> SlurmOperator:
@@ -31,6 +37,9 @@ def _op(**kwargs: Any) -> SlurmOperator:
         ({"max_attempts": 0}, "max_attempts and max_attempts_without_progress must be >= 1"),
         ({"sbatch_args": ["--job-name=x"]}, "sbatch_args '--job-name=x': set job_name / output_path"),
         ({"sbatch_args": ["-o", "/x"]}, "sbatch_args '-o': set job_name / output_path"),
+        ({"unknown_timeout": 0}, r"unknown_timeout must be > 0, .* got 0, None, 7200"),
+        ({"progress_timeout": -1}, r"unknown_timeout must be > 0, progress_timeout and startup_timeout >= 0"),
+        ({"startup_timeout": -1}, r"unknown_timeout must be > 0, progress_timeout and startup_timeout >= 0"),
     ],
 )
 def test_validation_names_the_task_and_the_bad_value(kwargs: dict[str, Any], message: str) -> None:
@@ -92,3 +101,160 @@ def test_a_timed_out_deferral_cancels_the_job_a_failed_trigger_does_not(
     with pytest.raises(AirflowException, match=f"^{error}$"):
         op.resume_execution("__fail__", {"error": error}, context)
     assert hook.cancelled == cancelled
+
+
+class _Cluster:
+    """The sync hook's verbs the judgment of an ended or hung attempt uses."""
+
+    def __init__(self, *, cancel_fails: bool = False) -> None:
+        self.cancelled: list[str] = []
+        self.cancel_fails = cancel_fails
+        self.records: dict[str, JobRecord] = {}
+
+    def cancel(self, job_id: str) -> None:
+        if self.cancel_fails:
+            raise SlurmCommandError("scancel: error: Kill job error on job id 7: Access/permission denied")
+        self.cancelled.append(job_id)
+
+    def job_states(self, job_ids: list[str], watch: Any = ()) -> JobStates:
+        return JobStates(records={j: self.records[j] for j in job_ids if j in self.records})
+
+    def stat(self, path: str) -> Any:
+        raise RemotePathNotFoundError(path)
+
+
+class _RwStore(_Store):
+    def set(self, key: str, value: Any, retention: Any = None) -> None:
+        self.value = value
+
+
+def _attempt(n: int, state: str = "RUNNING") -> dict[str, Any]:
+    job = str(6 + n)
+    return Attempt(n, job, f"/r/a-{job}.out", "/s", state=state).to_dict()
+
+
+def _hung_event(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    job = attempts[-1]["job_id"]
+    record = JobRecord(job_id=job, name="n", state=SlurmState.RUNNING, elapsed="00:00:40")
+    return SlurmEvent(
+        status="hung",
+        message=f"job {job} made no progress for 25 s",
+        job_id=job,
+        slurm_state="RUNNING",
+        record=record.to_dict(),
+        carry={"name": "n", "attempts": attempts, "baseline": None, "log_offset": 0},
+    ).to_payload()
+
+
+def test_a_hung_job_is_cancelled_recorded_hung_and_resubmitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, cluster = _op(), _Cluster()
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    resubmitted: list[list[dict[str, Any]]] = []
+    monkeypatch.setattr(op, "_submit", lambda _c, _h, carry: resubmitted.append(list(carry["attempts"])))
+    monkeypatch.setattr(op, "_wait", lambda _c, _h, carry: carry["attempts"])
+    store = _RwStore(None)
+    op.execute_complete({"task_state_store": store}, event=_hung_event([_attempt(1)]))  # type: ignore[arg-type]
+    assert cluster.cancelled == ["7"]
+    (attempts,) = resubmitted
+    assert (attempts[0]["state"], attempts[0]["elapsed"]) == (HUNG, "00:00:40")
+    assert attempts[0]["extra"] == {"hung": "job 7 made no progress for 25 s"}
+    assert store.value["attempts"][0]["state"] == HUNG  # recorded for a later try before resubmitting
+
+
+def test_a_job_that_always_hangs_fails_the_task_at_the_no_progress_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, cluster = _op(max_attempts_without_progress=2), _Cluster()
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    event = _hung_event([_attempt(1, HUNG), _attempt(2)])
+    with pytest.raises(
+        AirflowException, match=r"^Slurm job 8 HUNG \(exit code None\), attempt 2: job hung .*"
+    ) as err:
+        op.execute_complete({"task_state_store": _RwStore(None)}, event=event)  # type: ignore[arg-type]
+    reason = str(err.value).splitlines()[0]
+    assert "but the last 2 attempt(s) made no progress (max_attempts_without_progress=2)" in reason
+    assert cluster.cancelled == ["8"]
+
+
+def test_a_hung_job_that_cannot_be_cancelled_is_not_resubmitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    op = _op()
+    monkeypatch.setattr(op, "_hook", lambda: _Cluster(cancel_fails=True))
+    monkeypatch.setattr(op, "_submit", lambda *_: pytest.fail("resubmitted next to a job that may still run"))
+    with pytest.raises(
+        AirflowException, match=r"^Slurm job 7 hung \(job 7 made no progress for 25 s\), and scancel failed"
+    ):
+        op.execute_complete({}, event=_hung_event([_attempt(1)]))  # type: ignore[arg-type]
+
+
+def test_the_retry_of_a_wait_that_gave_up_on_an_unknown_state_reattaches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, cluster = _op(), _Cluster()
+    cluster.records["7"] = JobRecord("7", "n", SlurmState.UNKNOWN, raw_state="LAUNCH_FAILED")
+    monkeypatch.setattr(op, "_name", lambda _c: "n")
+    carry = {"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0}
+    assert op._recover({"task_state_store": _Store(carry)}, cluster) == carry  # type: ignore[arg-type]
+
+
+class _Polls:
+    """job_states answers scripted per poll; read_log of a growing log."""
+
+    def __init__(self, answers: list[JobStates]) -> None:
+        self.answers = answers
+        self.watched: list[list[str]] = []
+        self.log = "step 1\nstep 2\nhal"
+
+    def job_states(self, job_ids: list[str], watch: Any = ()) -> JobStates:
+        self.watched.append(list(watch))
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
+        data = self.log.encode()[offset:]
+        return LogChunk(data.decode(), offset, offset + len(data))
+
+
+def _spec(**kwargs: Any) -> SlurmJobTrigger:
+    base: dict[str, Any] = {"ssh_conn_id": "c", "job_id": "7", "poll_interval": 60, "log_path": "/r/a-7.out"}
+    return SlurmJobTrigger(**{**base, **kwargs})
+
+
+def _states(state: SlurmState, raw: str = "", elapsed: str = "", **kw: Any) -> JobStates:
+    record = JobRecord("7", "n", state, elapsed=elapsed, raw_state=raw or state.value)
+    return JobStates(records={"7": record}, **kw)
+
+
+def test_the_worker_wait_bounds_an_unknown_state_like_the_trigger() -> None:
+    polls = _Polls([_states(SlurmState.UNKNOWN, raw="LAUNCH_FAILED")])
+    clock = iter(range(0, 10_000, 60))  # each poll is one interval later on the wall clock
+    sleeps: list[float] = []
+    with pytest.raises(
+        AirflowException,
+        match=r"^Slurm job 7 \(/r/a-7.out\): job 7 has been in state 'LAUNCH_FAILED'.* for 30 min",
+    ):
+        wait_in_worker(
+            polls,  # type: ignore[arg-type]
+            _spec(unknown_timeout=1800),
+            lambda _t: None,
+            sleep=sleeps.append,
+            wall=lambda: float(next(clock)),
+        )
+    assert len(sleeps) == 30  # 31 polls, one interval apart: no real sleep
+
+
+def test_the_worker_wait_relays_complete_lines_and_reports_a_hang() -> None:
+    log = "/r/a-7.out"
+    stat = RemoteStat(log, exists=True, size=3, mtime=1000.0)
+    running = _states(SlurmState.RUNNING, elapsed="00:01:00", remote_now=1060.0, files={log: stat})
+    polls = _Polls([running])
+    relayed: list[str] = []
+    ended = wait_in_worker(
+        polls,  # type: ignore[arg-type]
+        _spec(progress_timeout=30, startup_timeout=10),
+        relayed.append,
+        sleep=lambda _t: None,
+    )
+    assert ended.hung is not None
+    assert ended.hung.message.startswith("job 7 made no progress for 1 min")
+    assert relayed == ["step 1\nstep 2\n"]  # the half-written line waits for the next read
+    assert ended.offset == len("step 1\nstep 2\n")
+    assert polls.watched == [[log]]  # statted by the state query itself

@@ -11,6 +11,7 @@ from slurm_operator.exceptions import (
     SlurmSubmitError,
     SlurmSubmitLimitError,
 )
+from slurm_operator.records import RemoteStat
 from slurm_operator.states import SlurmState
 
 SACCT = """\
@@ -155,3 +156,35 @@ def test_parse_job_states_scontrol_completes_a_job_squeue_saw_finish() -> None:
     out = _sections(("sacct", 0, ""), ("squeue", 0, finished), ("scontrol", 0, SCONTROL))
     rec = parsers.parse_job_states(out, "", ["2_1"]).records["2_1"]
     assert (rec.state, rec.exit_code) == (SlurmState.COMPLETED, 0)  # squeue alone has no exit code
+
+
+def test_parse_watch_marks_unprinted_paths_missing_and_keeps_spaces() -> None:
+    text = "1700000100\n1700000000 6 /r/a b.out\n1699999000 0 /r/empty\n"
+    now, files = parsers.parse_watch(text, ["/r/a b.out", "/r/empty", "/r/gone"])
+    assert now == 1700000100.0
+    assert files["/r/a b.out"] == RemoteStat("/r/a b.out", exists=True, size=6, mtime=1700000000.0)
+    assert files["/r/empty"].exists
+    assert files["/r/gone"] == RemoteStat("/r/gone", exists=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "does not start with the remote clock"),
+        ("date: not found\n", "does not start with the remote clock"),
+        ("1700000100\nstat: cannot stat\n", "expected 'MTIME SIZE PATH'"),
+    ],
+)
+def test_parse_watch_garbage_is_quoted(text: str, message: str) -> None:
+    with pytest.raises(SlurmParseError, match=message):
+        parsers.parse_watch(text, ["/r/x"])
+
+
+def test_parse_job_states_takes_clock_and_files_from_the_files_section() -> None:
+    out = _sections(("files", 0, "1700000100\n1700000000 6 /r/log\n"), ("sacct", 0, SACCT))
+    states = parsers.parse_job_states(out, "", ["1"], ["/r/log"])
+    assert states.source == "sacct"  # the files section is no state source
+    assert states.authoritative
+    assert states.remote_now == 1700000100.0
+    assert states.files["/r/log"].size == 6
+    assert states.records["1"].state is SlurmState.FAILED

@@ -8,11 +8,12 @@ cluster in tests/slurm_operator/integration and bench/bench_triggerer.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 from slurm_operator.exceptions import SlurmConnectionError
 from slurm_operator.poller import SlurmPoller
-from slurm_operator.records import JobRecord, JobStates
+from slurm_operator.records import JobRecord, JobStates, RemoteStat
 from slurm_operator.states import SlurmState
 
 
@@ -21,16 +22,20 @@ class FakeStatesHook:
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
+        self.watched: list[list[str]] = []
         self.states: dict[str, SlurmState] = {}
         self.fail_next = 0
 
-    async def job_states(self, job_ids: list[str]) -> JobStates:
+    async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
         self.calls.append(list(job_ids))
+        self.watched.append(list(watch))
         if self.fail_next:
             self.fail_next -= 1
             raise SlurmConnectionError("ssh: connection refused")
         recs = {j: JobRecord(job_id=j, name="n", state=s) for j, s in self.states.items() if j in job_ids}
-        return JobStates(records=recs, source="sacct", authoritative=True)
+        files = {p: RemoteStat(path=p, exists=True, size=1, mtime=5.0) for p in watch}
+        now = 10.0 if watch else None
+        return JobStates(records=recs, source="sacct", authoritative=True, remote_now=now, files=files)
 
 
 @pytest.fixture
@@ -75,3 +80,23 @@ async def test_failed_round_reaches_every_subscriber_and_recovers(fake_hook: Fak
     assert rb.authoritative
     a.close()
     b.close()
+
+
+async def test_watched_paths_ride_on_the_same_query_and_skip_pending_jobs(fake_hook: FakeStatesHook) -> None:
+    fake_hook.states = {"1": SlurmState.RUNNING, "2": SlurmState.PENDING, "3": SlurmState.RUNNING}
+    poller = SlurmPoller.for_conn("c3")
+    one = poller.subscribe("1", 0.01, ["/r/1.out", "/r/ckpt"])
+    two = poller.subscribe("2", 0.01, ["/r/2.out", "/r/ckpt"])
+    three = poller.subscribe("3", 0.01)  # no hang detection: nothing to stat
+    first = await asyncio.gather(one.next(), two.next(), three.next())
+    # One command per round carries every watched path (shared ones once)...
+    assert len(fake_hook.calls) == 1
+    assert fake_hook.watched[0] == ["/r/1.out", "/r/ckpt", "/r/2.out"]
+    # ...and each subscriber gets the cluster's clock and the stats of its own paths only.
+    assert [sorted(r.files) for r in first] == [["/r/1.out", "/r/ckpt"], ["/r/2.out", "/r/ckpt"], []]
+    assert first[0].remote_now == 10.0
+    # Job 2 was pending: the next round does not stat its own paths (the shared one stays for job 1).
+    await asyncio.gather(one.next(), two.next(), three.next())
+    assert fake_hook.watched[1] == ["/r/1.out", "/r/ckpt"]
+    for sub in (one, two, three):
+        sub.close()

@@ -35,6 +35,12 @@ def test_job_states_roundtrip() -> None:
         authoritative=False,
     )
     assert _roundtrip(states) == states
+    watched = JobStates(
+        records={"1": JobRecord(job_id="1", name="a", state=SlurmState.RUNNING)},
+        remote_now=1700000100.0,
+        files={"/r/log": RemoteStat(path="/r/log", exists=True, size=6, mtime=1700000000.0)},
+    )
+    assert _roundtrip(watched) == watched
 
 
 def test_unknown_state_in_dict_reads_as_unknown() -> None:

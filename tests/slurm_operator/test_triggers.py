@@ -8,6 +8,7 @@ the real cluster and a real triggerer in tests/slurm_operator/integration.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from slurm_operator import events, triggers
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError
 from slurm_operator.poller import SlurmPoller
-from slurm_operator.records import JobRecord, JobStates, LogChunk
+from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger
 
@@ -28,14 +29,33 @@ class FakeCluster:
         self.states: list[dict[str, SlurmState]] = []  # one entry consumed per poll round
         self.files: dict[str, str] = {}
         self.cancelled: list[str] = []
+        self.raw_state = ""  # what Slurm printed, when the test fakes a state the plugin cannot know
+        self.started = 0.0  # the cluster clock's value at the job's start
+        self.clock = 0.0  # the cluster's clock: advanced by the test, never by real time
+        self.mtimes: dict[str, float] = {}
+        self.watched: list[list[str]] = []
 
-    async def job_states(self, job_ids: list[str]) -> JobStates:
+    async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
         now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        self.watched.append(list(watch))
+        run = int(self.clock - self.started)
         recs = {
-            j: JobRecord(job_id=j, name="n", state=s, exit_code=3 if s is SlurmState.FAILED else 0)
+            j: JobRecord(
+                job_id=j,
+                name="n",
+                state=s,
+                exit_code=3 if s is SlurmState.FAILED else 0,
+                elapsed=f"{run // 60}:{run % 60:02d}",
+                raw_state=self.raw_state or s.value,
+            )
             for j, s in now.items()
         }
-        return JobStates(records=recs, source="sacct", authoritative=True)
+        files = {
+            p: RemoteStat(p, exists=p in self.mtimes, size=1, mtime=self.mtimes.get(p, 0.0)) for p in watch
+        }
+        return JobStates(
+            records=recs, source="sacct", authoritative=True, remote_now=self.clock or None, files=files
+        )
 
     async def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
         if path not in self.files:
@@ -67,6 +87,10 @@ JOB_KWARGS: dict[str, Any] = {
     "cancel_on_kill": True,
     "carry": {"attempts": [{"job_id": "42"}]},
     "min_defer_seconds": 0.0,
+    "unknown_timeout": 60.0,
+    "progress_timeout": 30.0,
+    "startup_timeout": 10.0,
+    "progress_paths": ["/r/ckpt/latest_checkpointed_iteration.txt"],
 }
 PATH_KWARGS: dict[str, Any] = {
     "ssh_conn_id": "slurm_local",
@@ -189,3 +213,54 @@ async def test_checkpoint_trigger_lists_complete_iterations(monkeypatch: pytest.
     (ev,) = await _events(RemotePathTrigger(**{**PATH_KWARGS, "iteration": 200}))
     assert ev.status == events.SUCCESS
     assert ev.data == {"iterations": [100, 200]}
+
+
+async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_timeout(
+    cluster: FakeCluster,
+) -> None:
+    """LAUNCH_FAILED (a state of a newer Slurm) through the poll path: one error event, no cancel."""
+    cluster.states = [{"42": SlurmState.parse("LAUNCH_FAILED")}]
+    cluster.raw_state = "LAUNCH_FAILED"
+    trigger = SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "unknown_timeout": 0.05})
+    (ev,) = await _events(trigger)
+    assert (ev.status, ev.job_id, ev.slurm_state) == (events.ERROR, "42", "UNKNOWN")
+    assert ev.message.startswith(
+        "job 42 has been in state 'LAUNCH_FAILED', which is neither active nor ended"
+    )
+    assert "NOT cancelled" in ev.message
+    assert ev.record is not None
+    assert ev.record["raw_state"] == "LAUNCH_FAILED"
+    assert ev.carry == JOB_KWARGS["carry"]
+    assert cluster.cancelled == []
+
+
+async def test_a_running_job_whose_files_stopped_changing_ends_the_wait_as_hung(
+    cluster: FakeCluster,
+) -> None:
+    cluster.states = [{"42": SlurmState.RUNNING}]
+    cluster.started, cluster.clock = 1000.0, 1060.0  # running for a minute
+    cluster.mtimes = {"/r/job-42.out": 1030.0}  # the log last changed 30 s ago; no tracker yet
+    trigger = SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False})  # progress_timeout 30, startup 10
+    (ev,) = await _events(trigger)
+    assert (ev.status, ev.job_id, ev.slurm_state) == (events.HUNG, "42", "RUNNING")
+    assert ev.message.startswith("job 42 made no progress for 30 s: none of its 2 watched file(s) changed")
+    assert ev.record is not None
+    # The log and the extra progress path were statted by the batched state query itself.
+    assert cluster.watched[0] == ["/r/job-42.out", "/r/ckpt/latest_checkpointed_iteration.txt"]
+    assert cluster.cancelled == []  # cancelling is the operator's decision
+
+
+async def test_a_quiet_job_whose_progress_file_moved_is_not_hung(cluster: FakeCluster) -> None:
+    cluster.states = [{"42": SlurmState.RUNNING}] * 3 + [{"42": SlurmState.COMPLETED}]
+    cluster.started, cluster.clock = 1000.0, 1060.0
+    cluster.mtimes = {"/r/job-42.out": 1000.0, "/r/ckpt/latest_checkpointed_iteration.txt": 1050.0}
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False}))
+    assert ev.status == events.SUCCESS
+
+
+async def test_without_progress_timeout_nothing_is_statted(cluster: FakeCluster) -> None:
+    cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
+    cluster.started, cluster.clock = 1000.0, 9000.0
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
+    assert ev.status == events.SUCCESS
+    assert cluster.watched == [[], []]

@@ -155,6 +155,7 @@ def _checkpoint_group(
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
             poll_interval=poll,
+            unknown_timeout=settings.unknown_timeout,
             pool=settings.pool_name,
         )
         wait >> convert
@@ -209,6 +210,12 @@ def _phase_tasks(
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
             poll_interval=poll,
+            unknown_timeout=settings.unknown_timeout,
+            # A hung training (NCCL deadlock, stuck file system) shows as a log and a checkpoint
+            # tracker that stop changing while Slurm says RUNNING; conversions are not watched.
+            progress_timeout=settings.progress_timeout or None,
+            startup_timeout=settings.startup_timeout,
+            progress_paths=[commands.tracker_path(phase.checkpoint_dir)],
             pool=settings.pool_name,
         )
         last: list[Any] = [train]

@@ -72,6 +72,12 @@ class AirflowSettings:
     :param checkpoint_timeout_secs: how long a checkpoint wait may last; 0 derives it from the
         training's time budget: (retries + 1) x max_attempts x its Slurm time limit, plus an hour
         of queueing (7 days when the job has no time limit variable).
+    :param unknown_timeout: seconds a Slurm job may sit in a state the Slurm layer cannot classify
+        before its task fails (the job is left running; the retry re-attaches). Every Slurm task.
+    :param progress_timeout: seconds a RUNNING training may go without its log or its checkpoint
+        tracker changing before it is cancelled as hung and resubmitted; 0 turns this off.
+    :param startup_timeout: seconds a training runs before it can be judged hung at all (start-up:
+        NCCL, dataset index, checkpoint loading can be silent for long).
     """
 
     keys: Keys = field(default_factory=Keys)
@@ -90,6 +96,9 @@ class AirflowSettings:
     checkpoint_timeout_secs: float = 0.0
     max_attempts: int = 10
     max_attempts_without_progress: int = 3
+    unknown_timeout: float = 1800.0
+    progress_timeout: float = 3600.0
+    startup_timeout: float = 7200.0
     paused: bool = True
     notify: NotifierSettings = field(default_factory=NotifierSettings)
 
@@ -114,6 +123,9 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
     "checkpoint_timeout_secs": (int, float),
     "max_attempts": int,
     "max_attempts_without_progress": int,
+    "unknown_timeout": (int, float),
+    "progress_timeout": (int, float),
+    "startup_timeout": (int, float),
     "paused": bool,
 }
 _KEY_NAMES = frozenset(f.name for f in fields(Keys))
@@ -231,9 +243,13 @@ def parse_settings(raw: Mapping[str, Any] | None, config_path: Path | None = Non
         "poll_interval_secs",
         "checkpoint_settle_secs",
         "checkpoint_timeout_secs",
+        "progress_timeout",
+        "startup_timeout",
     ):
         if getattr(settings, key) < 0:
             raise _fail(config_path, key, "must be >= 0")
+    if settings.unknown_timeout <= 0:
+        raise _fail(config_path, "unknown_timeout", "must be > 0 (seconds)")
     if not _DAG_ID_PREFIX.match(settings.dag_id_prefix):
         raise _fail(config_path, "dag_id_prefix", "only letters, digits, '_', '.' and '-' are allowed")
     if not settings.ssh_conn_id:

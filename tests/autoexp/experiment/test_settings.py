@@ -26,6 +26,12 @@ def test_defaults_fit_an_unchanged_autoexperiment_config() -> None:
     assert (settings.keys.phase, settings.keys.mode, settings.keys.branch) == ("PHASE", "MODE", "CD_SCALE")
     assert settings.pool_name == "slurm_slurm_default"
     assert settings.notify.kind == "log"
+    # Watchdog defaults: 30 min in a state nobody knows, 1 h without progress after 2 h of start-up.
+    assert (settings.unknown_timeout, settings.progress_timeout, settings.startup_timeout) == (
+        1800,
+        3600,
+        7200,
+    )
 
 
 def test_values_are_parsed() -> None:
@@ -37,8 +43,11 @@ def test_values_are_parsed() -> None:
         "keys": {"group": "RUN"},
         "notify": {"kind": "smtp", "to": ["a@b"]},
         "schedule": None,
+        "unknown_timeout": 600,
+        "progress_timeout": 0,
     }
     settings = parse_settings(raw)
+    assert (settings.unknown_timeout, settings.progress_timeout) == (600, 0)  # 0: no hang detection
     assert settings.tags == ("one",)
     assert settings.retry_delay_secs == 1.5
     assert settings.keys.group == "RUN"
@@ -67,6 +76,10 @@ def test_unknown_nested_key_names_file_and_line(tmp_path: Path) -> None:
         ({"notify": {"kind": "smtp"}}, r"airflow\.notify\.to: kind smtp needs at least one recipient"),
         ({"dag_id_prefix": "a b"}, r"airflow\.dag_id_prefix: only letters, digits"),
         ({"scheduel": "@daily"}, r"airflow\.scheduel: unknown key \(known: .*schedule"),
+        ({"unknown_timeout": 0}, r"airflow\.unknown_timeout: must be > 0 \(seconds\)"),
+        ({"progress_timeout": -1}, r"airflow\.progress_timeout: must be >= 0"),
+        ({"progress_timeout": "1h"}, r"airflow\.progress_timeout: expected int or float, got '1h'"),
+        ({"startup_timeout": -5.0}, r"airflow\.startup_timeout: must be >= 0"),
     ],
 )
 def test_bad_values_give_one_line_errors(raw: dict[str, object], message: str) -> None:

@@ -1,4 +1,4 @@
-"""A second sshd in front of the local cluster that logs every command it runs (server-side counting)."""
+"""A second sshd in front of the local cluster that logs every command it runs (and may fake some)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.fixtures.slurm_cluster import LocalCluster, free_ports
 _WRAPPER = """#!/bin/sh
 cmd=$(printf '%s' "$SSH_ORIGINAL_COMMAND" | tr '\\n\\t' '  ')
 printf '%s\\t%s\\n' "$(date +%s.%N)" "$cmd" >> {log}
-exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+{path}exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 """
 
 
@@ -101,8 +101,14 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def start_counting_sshd(cluster: LocalCluster, base: Path, conn_id: str = "slurm_counted") -> CountingSshd:
-    """Start the counting sshd in ``base`` (a fresh folder) and wait until it accepts connections."""
+def start_counting_sshd(
+    cluster: LocalCluster, base: Path, conn_id: str = "slurm_counted", fake_bin: Path | None = None
+) -> CountingSshd:
+    """Start the counting sshd in ``base`` (a fresh folder) and wait until it accepts connections.
+
+    ``fake_bin``: a folder put first on the PATH of every request, so that its commands (a fake
+    ``sacct``...) stand in for the real ones on this connection only.
+    """
     base.mkdir(parents=True, exist_ok=True)
     base.chmod(0o700)
     host_key = base / "host_ed25519"
@@ -114,7 +120,8 @@ def start_counting_sshd(cluster: LocalCluster, base: Path, conn_id: str = "slurm
     authorized.write_text(Path(f"{cluster.client_key}.pub").read_text())
     authorized.chmod(0o600)
     wrapper = base / "count-and-run"
-    wrapper.write_text(_WRAPPER.format(log=shlex.quote(str(base / "commands.log"))))
+    path = f"PATH={shlex.quote(str(fake_bin))}:$PATH; export PATH\n" if fake_bin is not None else ""
+    wrapper.write_text(_WRAPPER.format(log=shlex.quote(str(base / "commands.log")), path=path))
     wrapper.chmod(0o755)
     (port,) = free_ports(1)
     config = base / "sshd_config"

@@ -119,6 +119,42 @@ def test_poison_job_stops_at_the_no_progress_cap(
     assert len(list((tmp_path / "run").glob("*.out"))) == 2
 
 
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "in-worker"])
+def test_a_job_that_always_hangs_fails_the_task_at_the_no_progress_cap(
+    slurm_cluster: LocalCluster,
+    airflow_env: AirflowEnv,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
+    """Prints one line, then hangs: each attempt is cancelled as hung; no progress probe is
+    configured, yet the second hang in a row stops the task (max_attempts_without_progress=2)."""
+    dag_id = f"so_hang_{'deferred' if deferrable else 'worker'}"
+    script = "#!/bin/bash\necho started\nsleep 300\n"
+    dag = _dag(
+        dag_id,
+        slurm_cluster,
+        tmp_path,
+        script,
+        deferrable=deferrable,
+        progress_timeout=4,
+        startup_timeout=2,
+        max_attempts=10,
+        max_attempts_without_progress=2,
+    )
+    run_dag_test(dag, expect="failed")
+    out = capfd.readouterr().out
+    rows = sacct_rows(slurm_cluster, f"af-{dag_id}-job-")
+    assert [r[2].split()[0] for r in rows] == ["CANCELLED", "CANCELLED"], rows
+    (reason,) = {line for line in out.splitlines() if f"Slurm job {rows[1][0]} HUNG (exit code None)" in line}
+    assert (
+        "attempt 2: job hung (its watched files stopped changing) and was cancelled, but the last 2 "
+        "attempt(s) made no progress (max_attempts_without_progress=2); log "
+    ) in reason
+    assert reason.endswith(f"-{rows[1][0]}.out; last 20 lines:")
+    assert f"Slurm job {rows[0][0]}: job {rows[0][0]} made no progress for " in out
+
+
 def test_reattaches_to_an_active_job_of_the_same_name_instead_of_submitting(
     slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
 ) -> None:

@@ -113,7 +113,9 @@ def _xcom(
     return real.stack.api("GET", f"{path}?map_index={map_index}&deserialize=true")["value"]
 
 
-def test_twenty_deferred_jobs_cost_one_ssh_command_per_poll_interval(real: RealStack) -> None:
+def test_twenty_deferred_jobs_with_hang_detection_cost_one_ssh_command_per_poll_interval(
+    real: RealStack,
+) -> None:
     deadline = time.monotonic() + 240
     while True:
         states = [t["state"] for t in _tis(real, "rt_many")]
@@ -133,6 +135,9 @@ def test_twenty_deferred_jobs_cost_one_ssh_command_per_poll_interval(real: RealS
     for cmd in served:
         assert "sacct" in cmd.text, cmd.text
         assert all(job_id in cmd.text for job_id in ids), f"not one query for all 20 jobs: {cmd.text}"
+        # Hang detection's clock and stats are a section of that same command, not commands of their own.
+        assert "date +%s" in cmd.text, cmd.text
+        assert "stat -c" in cmd.text, cmd.text
     (real.work / "release-many").touch()
     assert real.stack.wait_run("rt_many", real.runs["rt_many"], timeout=240) == "success"
 

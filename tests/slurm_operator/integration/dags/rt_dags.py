@@ -77,6 +77,8 @@ with _dag("rt_timeout"):
 
 with _dag("rt_many", max_active_tasks=32):
     # 20 jobs deferred at once on the counted connection; they wait for the test's release file.
+    # Each also has hang detection on (its log and its own progress file, never judged hung here):
+    # the stat of the watched files must ride on the one batched query.
     (WORK / "rt_many").mkdir(parents=True, exist_ok=True)
     SlurmOperator.partial(
         task_id="job",
@@ -86,6 +88,8 @@ with _dag("rt_many", max_active_tasks=32):
         sbatch_args=["--time=5"],
         poll_interval=_SETTINGS["many_interval"],
         stream_logs=False,
+        progress_timeout=600,
+        progress_paths=[str(WORK / "rt_many" / "progress-{{ ti.map_index }}")],
     ).expand(environment=[{"I": str(i)} for i in range(20)])
 
 with _dag("rt_sensors"):
