@@ -1,4 +1,4 @@
-"""SlurmOperator under a real scheduler + triggerer (`airflow standalone`), plus TIMEOUT under `dags test`.
+"""SlurmOperator under a real scheduler + triggerer (LocalExecutor, PostgreSQL); TIMEOUT under `dags test`.
 
 dag.test() runs triggers inline and hides trigger import and kwargs problems (notes D1-D3), so the
 core cases run here again. Everything is started at once by the module fixture and runs
@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, AirflowStack, start_stack, xcom_value
+from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, xcom_value
+from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd
