@@ -68,7 +68,7 @@ def real(
     (dags / "rt.json").write_text(json.dumps(settings))
     make_checkpoints(work / "ckpt")
     (work / "sensor.log").write_text("iteration 1\n[after training is done] at 1\n")
-    # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on the session's DB.
+    # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on this worker's database.
     dags_test_log = base / "dags-test-timeout.log"
     with dags_test_log.open("wb") as out:
         dags_test = subprocess.Popen(
@@ -240,7 +240,7 @@ def test_timeout_is_resubmitted_and_finishes_under_dags_test(real: RealStack) ->
     assert "job ended TIMEOUT, which is resubmittable -> resubmit" in log
     rows = sacct_rows(real.cluster, "af-rt_timeout-job-")
     assert [r[2] for r in rows] == ["TIMEOUT", "COMPLETED"], rows
-    # `dags test` ran on the session's DB: its XCom holds both attempts, each with its own log.
+    # `dags test` ran on this worker's database: its XCom holds both attempts, each with its own log.
     first, second = xcom_value("rt_timeout", _latest_run_id("rt_timeout"), "job")
     assert (first["state"], second["state"]) == ("TIMEOUT", "COMPLETED")
     assert [first["job_id"], second["job_id"]] == [r[0] for r in rows]
@@ -255,5 +255,5 @@ def _latest_run_id(dag_id: str) -> str:
 
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
-        assert run is not None, f"no run of {dag_id} in the session DB"
+        assert run is not None, f"no run of {dag_id} in this worker's database"
         return str(run.run_id)
