@@ -17,29 +17,6 @@ from tests.fixtures.procs import children, processes
 from tests.fixtures.scripts import free_ports, parse_env
 
 
-def test_shellcheck_clean() -> None:
-    shellcheck = shutil.which("shellcheck")
-    assert shellcheck, "shellcheck is installed by scripts/bootstrap"
-    proc = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["up", "--port", "54x"], "not a number: 54x"),
-        (["up", "--bogus"], "unknown option: --bogus"),
-        (["restart"], "unknown command: restart"),
-        (["env", "--db", "Bad-Name"], "--db must be lower-case letters"),
-        (["env"], "no server in"),
-    ],
-)
-def test_bad_arguments_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = subprocess.run([str(SCRIPT), *args, "--dir", str(tmp_path)], capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert message in proc.stderr
-
-
 def test_status_and_down_of_a_folder_without_server(tmp_path: Path) -> None:
     status = subprocess.run([str(SCRIPT), "status", "--dir", str(tmp_path)], capture_output=True, text=True)
     assert status.returncode == 3
