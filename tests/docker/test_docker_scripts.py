@@ -110,18 +110,18 @@ def test_compose_secret_commands_resolve_in_airflow(tmp_path: Path) -> None:
         for k, v in compose_env.items()
         if k.endswith("_CMD")
     }
-    # psycopg2 is in the Airflow image, not in this venv: the plain variable (which wins over *_CMD)
-    # keeps import-time engine creation on SQLite; the Postgres URL is checked in the test above.
-    env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{tmp_path / 'airflow.db'}"
+    # The database URL too: importing Airflow builds its engines from it (psycopg2 and asyncpg are
+    # in this venv as in the image) without connecting, so the compose host `postgres` need not exist.
     env |= {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"]}
     code = (
         "from airflow.configuration import conf\n"
         "print(conf.get('core', 'fernet_key'), conf.get('api_auth', 'jwt_secret'),"
-        " conf.get('api', 'secret_key'))"
+        " conf.get('api', 'secret_key'), conf.get('database', 'sql_alchemy_conn'))"
     )
     proc = run(sys.executable, "-c", code, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    expected = " ".join((folder / n).read_text() for n in ("fernet_key", "jwt_secret", "api_secret_key"))
+    names = ("fernet_key", "jwt_secret", "api_secret_key", "sql_alchemy_conn")
+    expected = " ".join((folder / n).read_text() for n in names)
     assert proc.stdout.strip().splitlines()[-1] == expected
 
 

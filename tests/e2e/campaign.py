@@ -30,7 +30,7 @@ def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
 
 
 def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:
-    """A real standalone Airflow that parses only ``config``, with the Slurm pool created."""
+    """A real Airflow (LocalExecutor, PostgreSQL) that parses only ``config``, with the Slurm pool created."""
     # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
     stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
     subprocess.run(

@@ -3,36 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.slurm_cluster import SCRIPT, LocalCluster, start_cluster, stop_cluster
-
-
-def test_shellcheck_clean() -> None:
-    shellcheck = shutil.which("shellcheck")
-    assert shellcheck, "shellcheck is installed by scripts/bootstrap"
-    proc = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["up", "--ssh-port", "22x"], "not a number: 22x"),
-        (["up", "--bogus"], "unknown option: --bogus"),
-        (["restart"], "unknown command: restart"),
-        (["env", "--conn-id", "bad id"], "--conn-id must be letters"),
-        (["env"], "no cluster in"),
-    ],
-)
-def test_bad_arguments_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = subprocess.run([str(SCRIPT), *args, "--dir", str(tmp_path)], capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert message in proc.stderr
 
 
 @pytest.mark.slurm

@@ -1,4 +1,4 @@
-"""SlurmOperator under a real scheduler + triggerer (`airflow standalone`), plus TIMEOUT under `dags test`.
+"""SlurmOperator under a real scheduler + triggerer (LocalExecutor, PostgreSQL); TIMEOUT under `dags test`.
 
 dag.test() runs triggers inline and hides trigger import and kwargs problems (notes D1-D3), so the
 core cases run here again. Everything is started at once by the module fixture and runs
@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, AirflowStack, start_stack, xcom_value
+from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, xcom_value
+from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd
@@ -67,7 +68,7 @@ def real(
     (dags / "rt.json").write_text(json.dumps(settings))
     make_checkpoints(work / "ckpt")
     (work / "sensor.log").write_text("iteration 1\n[after training is done] at 1\n")
-    # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on the session's DB.
+    # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on this worker's database.
     dags_test_log = base / "dags-test-timeout.log"
     with dags_test_log.open("wb") as out:
         dags_test = subprocess.Popen(
@@ -244,7 +245,7 @@ def test_timeout_is_resubmitted_and_finishes_under_dags_test(real: RealStack) ->
     assert "job ended TIMEOUT, which is resubmittable -> resubmit" in log
     rows = sacct_rows(real.cluster, "af-rt_timeout-job-")
     assert [r[2] for r in rows] == ["TIMEOUT", "COMPLETED"], rows
-    # `dags test` ran on the session's DB: its XCom holds both attempts, each with its own log.
+    # `dags test` ran on this worker's database: its XCom holds both attempts, each with its own log.
     first, second = xcom_value("rt_timeout", _latest_run_id("rt_timeout"), "job")
     assert (first["state"], second["state"]) == ("TIMEOUT", "COMPLETED")
     assert [first["job_id"], second["job_id"]] == [r[0] for r in rows]
@@ -259,5 +260,5 @@ def _latest_run_id(dag_id: str) -> str:
 
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
-        assert run is not None, f"no run of {dag_id} in the session DB"
+        assert run is not None, f"no run of {dag_id} in this worker's database"
         return str(run.run_id)
