@@ -1,6 +1,6 @@
 """The watchdog under a real scheduler + triggerer: hangs resubmitted, quiet jobs spared, unknowns bounded.
 
-Real Slurm, real SSH, a real `airflow standalone` (the `airflow_stack_factory` fixture); the three
+Real Slurm, real SSH, a real Airflow on PostgreSQL (the `airflow_stack_factory` fixture); the three
 DAGs of dags/wd_dags.py run at once in one stack, each test checks its own.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.airflow_env import AirflowStack
+from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.slurm_operator.integration.faults import sacct_rows, squeue
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd
