@@ -66,13 +66,17 @@ class Attempt:
 
 def record_end(carry: dict[str, Any], record: JobRecord) -> None:
     """Copy the final accounting of the carry's current attempt (last in ``carry["attempts"]``)."""
-    carry["attempts"][-1].update(
+    last = carry["attempts"][-1]
+    last.update(
         state=record.state.value,
         exit_code=record.exit_code,
         elapsed=record.elapsed,
         alloc_tres=record.alloc_tres,
         node_list=record.node_list,
     )
+    if record.raw_state and record.raw_state != record.state.value:
+        # Slurm's own words say more than the parsed state: `CANCELLED by 1000` names who.
+        last["extra"] = {**last.get("extra", {}), "slurm_state": record.raw_state}
 
 
 def completion_regex_matches(pattern: str, log_tail: str) -> bool:
