@@ -49,6 +49,13 @@ def attempt_script_path(remote_dir: str, name: str, attempt: int) -> str:
     return f"{attempt_script_base(remote_dir, name)}.attempt{attempt:03d}.sbatch"
 
 
+# What our cancels write into the marker. "hung" must stay the first word: a later try reads it
+# back to record a hung attempt its try died before recording.
+HUNG_REASON = "hung"
+ON_KILL_REASON = "on_kill: the task was stopped while its job ran (marked failed/success, or cleared)"
+TIMEOUT_REASON = "execution_timeout: the deferral timed out"
+
+
 def cancel_marker_path(log_path: str) -> str:
     """The file this plugin writes next to a job's log just before it cancels the job itself.
 

@@ -24,6 +24,7 @@ from slurm_operator.checkpoints import (
 )
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.naming import ON_KILL_REASON, cancel_marker_path
 from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
 from slurm_operator.records import JobRecord
@@ -237,7 +238,8 @@ class SlurmJobTrigger(BaseTrigger):
         if not self.cancel_on_kill:
             return
         self.log.info("task killed while deferred: scancel %s", self.job_id)
-        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id)
+        marker = cancel_marker_path(self.log_path) if self.log_path else None  # says it was us
+        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id, marker=marker, reason=ON_KILL_REASON)
 
 
 class RemotePathTrigger(BaseTrigger):
