@@ -18,6 +18,7 @@ from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import JobRecord
+from slurm_operator.relay_position import RelayPosition, seed
 from slurm_operator.states import SlurmState
 from slurm_operator.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.triggers import SlurmJobTrigger
@@ -291,6 +292,9 @@ class SlurmOperator(BaseOperator):
             progress_paths=self.progress_paths,
         )
         if self.deferrable:
+            if self.stream_logs:
+                position = RelayPosition(current.job_id, current.log_path, trigger.log_offset)
+                seed(context["ti"], position)  # where the trigger's relay starts (relay_position)
             self.defer(
                 trigger=trigger,
                 method_name="execute_complete",

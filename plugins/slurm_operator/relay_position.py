@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
 XCOM_KEY = "slurm_log_relay"  # renaming it makes in-flight waits relay their logs again
-# A store that does not answer in this time is treated as failed (the relay goes on, unrecorded).
-STORE_TIMEOUT = 30.0
+# Seconds a store may take to answer before it counts as failed. Generous: a triggerer's supervisor
+# answers its first requests only once its in-process API is up (20-30 s were seen on a busy box).
+STORE_TIMEOUT = 90.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,12 @@ class XComPositionStore:
         await XCom.aset(value=position.to_dict(), **self._where())
 
 
+def seed(ti: Any, position: RelayPosition) -> None:
+    """Store the position a deferral starts at (the operator, before deferring): the trigger's first
+    read then finds a value (a missing XCom is logged as an error by Airflow's client)."""
+    ti.xcom_push(key=XCOM_KEY, value=position.to_dict())
+
+
 @dataclass
 class RelayBook:
     """One wait's relay position: the stored one first, then each new position stored before its lines.
@@ -110,29 +117,61 @@ class RelayBook:
     :param log_path: its log.
     :param offset: where this wait starts relaying (the deferral's ``log_offset``).
     :param store: where positions are kept (None: in memory only, as under ``dag.test()``).
+    :param logger: the trigger's logger (its lines land in the task's log).
     """
 
     job_id: str
     log_path: str
     offset: int
     store: PositionStore | None = None
+    logger: Any = log
     saves: int = 0
     failures: int = 0
     slowest_save: float = 0.0
+    _loading: asyncio.Task[RelayPosition | None] | None = field(default=None, repr=False)
+    _known: bool = False
 
-    async def resume(self) -> int:
-        """The offset to relay from: the stored position of this job's log if it is further on."""
-        if self.store is None:
-            return self.offset
+    async def ready(self, *, wait: bool) -> bool:
+        """True once the stored position is known and applied; never guesses while it is not.
+
+        The read runs in the background: a freshly started triggerer's supervisor answers its first
+        requests only after tens of seconds on a busy machine, and the wait for the job goes on
+        meanwhile. With ``wait`` (the job ended: its last lines are due) it is awaited for up to
+        ``STORE_TIMEOUT``; if there is still no answer, relaying starts from the deferral's offset,
+        which repeats whatever an earlier incarnation relayed (said in the log).
+        """
+        if self._known or self.store is None:
+            return True
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self.store.load())
+        if wait:
+            await asyncio.wait({self._loading}, timeout=STORE_TIMEOUT)
+        if not self._loading.done():
+            if not wait:
+                return False
+            self._loading.cancel()
+            self.logger.warning(
+                "Slurm job %s: no stored log relay position after %.0f s; relaying from byte %d, "
+                "which may repeat lines an earlier run of this trigger relayed",
+                self.job_id,
+                STORE_TIMEOUT,
+                self.offset,
+            )
+            self._known = True
+            return True
+        loading, self._loading = self._loading, None
         try:
-            stored = await asyncio.wait_for(self.store.load(), STORE_TIMEOUT)
-        except Exception as exc:  # no store answer must not stop the wait; it may repeat lines then
-            log.warning("Slurm job %s: cannot read the stored log relay position: %s", self.job_id, exc)
-            return self.offset
-        if stored is None or (stored.job_id, stored.log_path) != (self.job_id, self.log_path):
-            return self.offset  # nothing stored yet, or the position of an earlier attempt's job
-        if stored.offset > self.offset:
-            log.info(
+            stored = loading.result()
+        except Exception as exc:  # the next poll asks again
+            self.logger.warning(
+                "Slurm job %s: cannot read the stored log relay position: %s", self.job_id, exc
+            )
+            return False
+        self._known = True
+        ours = stored is not None and (stored.job_id, stored.log_path) == (self.job_id, self.log_path)
+        # (else another attempt's job; and a deferral further on than the store wins)
+        if ours and stored is not None and stored.offset > self.offset:
+            self.logger.info(
                 "Slurm job %s: log relay resumes at byte %d of %s (relayed up to there before this "
                 "trigger was re-created, e.g. by a triggerer restart)",
                 self.job_id,
@@ -140,32 +179,37 @@ class RelayBook:
                 self.log_path,
             )
             self.offset = stored.offset
-        return self.offset
+        return True
 
-    async def advance(self, offset: int) -> None:
-        """Store ``offset`` before the lines up to it are emitted (the caller emits them after this).
+    async def advance(self, offset: int, *, final: bool = False) -> bool:
+        """Store ``offset``; True when the lines up to it may be emitted now (the caller then emits).
 
-        Stored first, a line is never relayed twice: a trigger killed after the store commits and
-        before its lines reach the task log loses them (the window is one store round trip); one
-        killed earlier relays them again from the old position, once. A store that fails or does
-        not answer is logged and skipped: the lines are relayed anyway, and only a restart before
-        the next successful store would repeat them.
+        Stored first, a line is never relayed twice. A store that fails or does not answer within
+        ``STORE_TIMEOUT`` holds the lines back (False: the next poll reads them again), except for
+        the last read (``final``), whose lines go out anyway.
         """
         if offset == self.offset:
-            return
+            return True
         if self.store is not None:
             started = time.monotonic()
             try:
-                await asyncio.wait_for(
-                    self.store.save(RelayPosition(self.job_id, self.log_path, offset)), STORE_TIMEOUT
-                )
+                position = RelayPosition(self.job_id, self.log_path, offset)
+                await asyncio.wait_for(self.store.save(position), STORE_TIMEOUT)
             except Exception as exc:
                 self.failures += 1
-                log.warning("Slurm job %s: cannot store the log relay position: %s", self.job_id, exc)
+                self.logger.warning("Slurm job %s: cannot store the log relay position: %s", self.job_id, exc)
+                if not final:
+                    return False
             else:
                 self.saves += 1
                 self.slowest_save = max(self.slowest_save, time.monotonic() - started)
         self.offset = offset
+        return True
+
+    def close(self) -> None:
+        """Stop a read still running (the wait ended)."""
+        if self._loading is not None:
+            self._loading.cancel()
 
     def summary(self) -> str:
         """One line for the end of the wait: how often the position was stored, and how fast."""
