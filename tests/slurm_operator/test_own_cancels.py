@@ -46,6 +46,12 @@ def _fake_scancel(tmp_path: Path, rc: int) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:/usr/bin:/bin"}
 
 
+def _cancel(marker: Path, reason: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The marked cancel of job 12, run by a real sh."""
+    cmd = commands.cancel("12", marker=str(marker), reason=reason)
+    return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env=env)
+
+
 def test_the_marker_is_written_before_scancel_runs(tmp_path: Path) -> None:
     marker = tmp_path / "job-12.out.airflow-cancel"
     env = _fake_scancel(tmp_path, 0)
@@ -54,12 +60,7 @@ def test_the_marker_is_written_before_scancel_runs(tmp_path: Path) -> None:
         f"#!/bin/sh\ncat {shlex.quote(str(marker))} > {tmp_path}/seen-by-scancel\n"
         f'echo "$@" >> {tmp_path}/scancel.calls\n'
     )
-    proc = subprocess.run(
-        ["sh", "-c", commands.cancel("12", marker=str(marker), reason="on_kill: marked failed $(x)")],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    proc = _cancel(marker, "on_kill: marked failed $(x)", env)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "seen-by-scancel").read_text() == "on_kill: marked failed $(x)\n"
     assert marker.read_text() == "on_kill: marked failed $(x)\n"
@@ -74,24 +75,14 @@ def test_the_marker_is_written_before_scancel_runs(tmp_path: Path) -> None:
 
 def test_a_refused_scancel_removes_the_marker_and_keeps_its_exit_status(tmp_path: Path) -> None:
     marker = tmp_path / "job-12.out.airflow-cancel"
-    proc = subprocess.run(
-        ["sh", "-c", commands.cancel("12", marker=str(marker), reason="hung")],
-        capture_output=True,
-        text=True,
-        env=_fake_scancel(tmp_path, 1),
-    )
+    proc = _cancel(marker, "hung", _fake_scancel(tmp_path, 1))
     assert proc.returncode == 1
     assert not marker.exists()  # we did not cancel it: no marker may say we did
 
 
 def test_an_unwritable_marker_does_not_stop_the_cancel(tmp_path: Path) -> None:
     marker = tmp_path / "no such dir" / "job-12.out.airflow-cancel"
-    proc = subprocess.run(
-        ["sh", "-c", commands.cancel("12", marker=str(marker), reason="hung")],
-        capture_output=True,
-        text=True,
-        env=_fake_scancel(tmp_path, 0),
-    )
+    proc = _cancel(marker, "hung", _fake_scancel(tmp_path, 0))
     assert proc.returncode == 0
     assert (tmp_path / "scancel.calls").read_text() == "12\n"
     assert proc.stderr == f"could not write the cancel marker {marker}\n"

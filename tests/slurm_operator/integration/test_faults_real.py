@@ -27,6 +27,7 @@ from slurm_operator.hooks import SlurmHook
 from tests.fixtures.airflow_env import AirflowEnv
 from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.fixtures.slurm_cluster import LocalCluster
+from tests.fixtures.stack_api import task_instances, xcom
 from tests.fixtures.stack_restart import kill_component, restart_component
 from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
 
@@ -45,16 +46,10 @@ class Faulted:
     runs: dict[str, str]
 
     def tis(self, dag_id: str) -> list[dict[str, Any]]:
-        path = f"dags/{dag_id}/dagRuns/{self.runs[dag_id]}/taskInstances"
-        tis: list[dict[str, Any]] = self.stack.api("GET", path)["task_instances"]
-        return tis
+        return task_instances(self.stack, dag_id, self.runs[dag_id])
 
     def xcom(self, dag_id: str, key: str = "return_value") -> Any:
-        path = f"dags/{dag_id}/dagRuns/{self.runs[dag_id]}/taskInstances/job/xcomEntries/{key}"
-        try:
-            return self.stack.api("GET", f"{path}?map_index=-1&deserialize=true")["value"]
-        except OSError:  # 404: not pushed (yet)
-            return None
+        return xcom(self.stack, dag_id, self.runs[dag_id], key=key)
 
 
 @pytest.fixture(scope="module")
