@@ -273,6 +273,8 @@ class SlurmHook:
         """Write ``text`` to the first free ``<base>.attemptNNN.sbatch`` (NNN >= ``first``); return NNN.
 
         One command: the name is claimed with an exclusive create, so no copy is ever overwritten.
+        Re-sent after a broken connection like any idempotent command: at worst a number is skipped
+        (a copy no job was submitted from), never one taken twice.
         """
         command = commands.claim_script_copy(base, first)
         result = self._check(command, self.run(command, stdin=text), f"script copy {base}.attempt*")
