@@ -255,8 +255,12 @@ class AsyncSlurmHook:
         result = await self._checked(command, f"squeue --name={name}")
         return [r for r in parsers.parse_squeue(result.stdout) if r.state in ACTIVE_STATES]
 
-    async def cancel(self, job_id: str, signal: str | None = None) -> None:
-        await self._checked(commands.scancel(job_id, signal), f"scancel {job_id}")
+    async def cancel(
+        self, job_id: str, signal: str | None = None, *, marker: str | None = None, reason: str = ""
+    ) -> None:
+        """scancel; with ``marker``, first write ``reason`` there (see ``commands.scancel_marked``)."""
+        command = commands.cancel(job_id, signal, marker=marker, reason=reason)
+        await self._checked(command, f"scancel {job_id}")
         log.info("[slurm %s] %s", job_id, "cancelled" if signal is None else f"sent {signal}")
 
     # -- files (SFTP) ----------------------------------------------------------------------------

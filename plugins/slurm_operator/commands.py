@@ -151,6 +151,58 @@ def scancel(job: str, signal: str | None = None) -> str:
     return shlex.join(words)
 
 
+def scancel_marked(job: str, marker: str, reason: str) -> str:
+    """Write ``reason`` to ``marker`` (temporary file + rename), then ``scancel ID``, in ONE command.
+
+    The marker says "this plugin cancelled the job" (see ``naming.cancel_marker_path``); it is
+    written first, so no cancel of ours is ever seen without it. A marker that cannot be written
+    does not stop the cancel (stopping the job matters more); a failed scancel removes it again.
+    """
+    script = """{ printf '%s\\n' "$3" > "$2.tmp.$$" && mv -f "$2.tmp.$$" "$2"; } 2>/dev/null ||
+  echo "could not write the cancel marker $2" >&2
+scancel "$1" || { rc=$?; rm -f "$2"; exit $rc; }"""
+    return sh(script, job_id(job), _path(marker), reason)
+
+
+def cancel(job: str, signal: str | None = None, *, marker: str | None = None, reason: str = "") -> str:
+    """The hooks' one cancel: ``scancel_marked`` with a ``marker`` (a cancel of ours), else ``scancel``."""
+    if marker is None:
+        return scancel(job, signal)
+    if signal is not None:
+        raise ValueError("a marked cancel ends the job: it sends no signal")
+    return scancel_marked(job, marker, reason)
+
+
+def user_name(uid: int) -> str:
+    """``getent passwd UID``: the account name of the uid sacct names in ``CANCELLED by <uid>``."""
+    return shlex.join(["getent", "passwd", str(int(uid))])
+
+
+# Names are claimed with an exclusive create (noclobber: O_CREAT|O_EXCL), the name taken by
+# whoever creates it first: a copy is never overwritten, even when the attempt history that
+# numbers them is lost. `: >` claims the name; only then does `cat` write our stdin into it.
+_CLAIM_SCRIPT = """mkdir -p -- "$(dirname -- "$1")" || exit 1
+n=$2
+while [ "$n" -lt "$3" ]; do
+  f=$(printf '%s.attempt%03d.sbatch' "$1" "$n")
+  if (set -C; : > "$f") 2>/dev/null; then cat > "$f" || exit 1; echo "$n"; exit 0; fi
+  [ -e "$f" ] || { echo "cannot create $f" >&2; exit 1; }
+  n=$((n + 1))
+done
+echo "no free script copy name from $2 to $3 for $1" >&2; exit 1"""
+
+
+def claim_script_copy(base: str, first: int, tries: int = 1000) -> str:
+    """Write stdin to the first free ``<base>.attemptNNN.sbatch`` with NNN >= ``first``; print NNN.
+
+    ``base`` comes from ``naming.attempt_script_base``: the format above must match
+    ``naming.attempt_script_path``.
+    """
+    if first < 1:
+        raise ValueError(f"attempt numbers start at 1, got {first}")
+    return sh(_CLAIM_SCRIPT, _path(base), str(first), str(first + tries))
+
+
 def mkdir_p(path: str) -> str:
     return shlex.join(["mkdir", "-p", "--", _path(path)])
 

@@ -14,6 +14,9 @@ from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
 # The attempt state the operator records for a job it cancelled as hung. Not a Slurm state: Slurm
 # says CANCELLED for such a job, which would read as a user's cancel.
 HUNG = "HUNG"
+# Key of ``Attempt.extra`` holding why the plugin itself cancelled a job (on_kill, a timed-out
+# deferral) that a later try found CANCELLED: that try resumes the work instead of failing.
+CANCELLED_BY_AIRFLOW = "cancelled_by_airflow"
 
 
 class Verdict(enum.Enum):
@@ -38,6 +41,9 @@ class Attempt:
 
     ``progress`` is the progress probe's output after the job ended (e.g. Megatron's checkpoint
     tracker value); ``elapsed``/``alloc_tres`` come from sacct for GPU-hour accounting.
+    ``try_number`` is the Airflow try that submitted (or re-attached to) the job; ``verdict`` the
+    operator's judgment of its end (``Verdict`` value), None while it is not judged: a later try
+    re-attaches to or judges an attempt without one, and submits after one with.
     """
 
     attempt: int
@@ -53,6 +59,8 @@ class Attempt:
     completion_ok: bool | None = None
     reattached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    try_number: int | None = None
+    verdict: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON primitives (XCom, trigger carry, task state store)."""
@@ -66,13 +74,17 @@ class Attempt:
 
 def record_end(carry: dict[str, Any], record: JobRecord) -> None:
     """Copy the final accounting of the carry's current attempt (last in ``carry["attempts"]``)."""
-    carry["attempts"][-1].update(
+    last = carry["attempts"][-1]
+    last.update(
         state=record.state.value,
         exit_code=record.exit_code,
         elapsed=record.elapsed,
         alloc_tres=record.alloc_tres,
         node_list=record.node_list,
     )
+    if record.raw_state and record.raw_state != record.state.value:
+        # Slurm's own words say more than the parsed state: `CANCELLED by 1000` names who.
+        last["extra"] = {**last.get("extra", {}), "slurm_state": record.raw_state}
 
 
 def completion_regex_matches(pattern: str, log_tail: str) -> bool:
@@ -120,7 +132,9 @@ def decide(
     configured, by ``max_attempts_without_progress`` consecutive attempts that moved nothing — a
     poison job (crashes at the same step, exits 0 without saving) stops instead of looping. An
     attempt recorded ``HUNG`` (``state`` is then whatever Slurm says of the cancelled job) is
-    resubmittable and counts as one without progress, with or without a probe.
+    resubmittable and counts as one without progress, with or without a probe. So is a job the
+    plugin cancelled itself when an earlier try was stopped or timed out (``CANCELLED_BY_AIRFLOW``
+    in its ``extra``). ``attempts`` are those of this try's budget (see ``window``).
     """
     hung = bool(attempts) and attempts[-1].state == HUNG
     if hung:
@@ -133,6 +147,10 @@ def decide(
         reason = "job COMPLETED but the completion check says not done"
     elif state in RESUBMITTABLE_STATES:
         reason = f"job ended {state.value}, which is resubmittable"
+    elif state is SlurmState.CANCELLED and CANCELLED_BY_AIRFLOW in attempts[-1].extra:
+        reason = (
+            f"job was cancelled by Airflow in an earlier try ({attempts[-1].extra[CANCELLED_BY_AIRFLOW]})"
+        )
     else:
         return Decision(Verdict.FAIL, f"job ended {state.value}")
     if len(attempts) >= max_attempts:
@@ -146,3 +164,10 @@ def decide(
                 f"(max_attempts_without_progress={max_attempts_without_progress})",
             )
     return Decision(Verdict.RESUBMIT, reason)
+
+
+def window(carry: dict[str, Any]) -> list[Attempt]:
+    """The attempts the current try's caps count: from ``carry["window"]`` (where the try's budget
+    started) on. A try that ended with a verdict closes its window; the next try opens a new one,
+    so retries and clears each get ``max_attempts`` while the numbering continues."""
+    return [Attempt.from_dict(a) for a in carry["attempts"][int(carry.get("window", 0)) :]]

@@ -261,10 +261,24 @@ class SlurmHook:
         result = self._check(command, self.run(command), f"squeue --name={name}")
         return [r for r in parsers.parse_squeue(result.stdout) if r.state in ACTIVE_STATES]
 
-    def cancel(self, job_id: str, signal: str | None = None) -> None:
-        command = commands.scancel(job_id, signal)
+    def cancel(
+        self, job_id: str, signal: str | None = None, *, marker: str | None = None, reason: str = ""
+    ) -> None:
+        """scancel; with ``marker``, first write ``reason`` there (a cancel of our own, not a person's)."""
+        command = commands.cancel(job_id, signal, marker=marker, reason=reason)
         self._check(command, self.run(command), f"scancel {job_id}")
         log.info("[slurm %s] %s", job_id, "cancelled" if signal is None else f"sent {signal}")
+
+    def claim_script_copy(self, base: str, first: int, text: str) -> int:
+        """Write ``text`` to the first free ``<base>.attemptNNN.sbatch`` (NNN >= ``first``); return NNN.
+
+        One command: the name is claimed with an exclusive create, so no copy is ever overwritten.
+        Re-sent after a broken connection like any idempotent command: at worst a number is skipped
+        (a copy no job was submitted from), never one taken twice.
+        """
+        command = commands.claim_script_copy(base, first)
+        result = self._check(command, self.run(command, stdin=text), f"script copy {base}.attempt*")
+        return parsers.parse_number(result.stdout, command)
 
     # -- files (SFTP) ----------------------------------------------------------------------------
 

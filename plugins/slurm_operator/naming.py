@@ -39,9 +39,31 @@ def attempt_output_path(remote_dir: str, name: str) -> str:
     return f"{remote_dir.rstrip('/')}/{name}-%j.out"
 
 
+def attempt_script_base(remote_dir: str, name: str) -> str:
+    """The script copies' common prefix: ``<base>.attemptNNN.sbatch`` (``commands.claim_script_copy``)."""
+    return f"{remote_dir.rstrip('/')}/scripts/{name}"
+
+
 def attempt_script_path(remote_dir: str, name: str, attempt: int) -> str:
     """Remote path of the copy of the sbatch script submitted for one attempt (kept for provenance)."""
-    return f"{remote_dir.rstrip('/')}/scripts/{name}.attempt{attempt:03d}.sbatch"
+    return f"{attempt_script_base(remote_dir, name)}.attempt{attempt:03d}.sbatch"
+
+
+# What our cancels write into the marker. "hung" must stay the first word: a later try reads it
+# back to record a hung attempt its try died before recording.
+HUNG_REASON = "hung"
+ON_KILL_REASON = "on_kill: the task was stopped while its job ran (marked failed/success, or cleared)"
+TIMEOUT_REASON = "execution_timeout: the deferral timed out"
+
+
+def cancel_marker_path(log_path: str) -> str:
+    """The file this plugin writes next to a job's log just before it cancels the job itself.
+
+    Slurm records every cancel as ``CANCELLED by <uid>``, and the plugin cancels as the same user
+    a person would: only this file tells a cancel of ours (hung, on_kill, execution_timeout) from
+    one from outside Airflow.
+    """
+    return f"{log_path}.airflow-cancel"
 
 
 def resolve_output_path(template: str, job_id: str, name: str = "") -> str:

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from slurm_operator import commands, events, naming
+from slurm_operator import cancels, commands, events, naming, recovery
 from slurm_operator.arguments import check_arguments
 from slurm_operator.attempt_checks import TAIL_LINES, CompletionCheck, completion_ok, log_tail, probe_progress
-from slurm_operator.completion import HUNG, Attempt, Verdict, decide, record_end
+from slurm_operator.completion import HUNG, Attempt, Verdict, decide, record_end, window
 from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import JobRecord
-from slurm_operator.states import TERMINAL_STATES, SlurmState
-from slurm_operator.task_state import XCOM_JOB_ID, recorded_job_id, state_get, state_set
+from slurm_operator.relay_position import RelayPosition, seed
+from slurm_operator.states import SlurmState
+from slurm_operator.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.triggers import SlurmJobTrigger
 from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT
 from slurm_operator.worker_wait import wait_in_worker
@@ -33,7 +33,7 @@ class SlurmOperator(BaseOperator):
     :param script: the sbatch script text (already rendered; not Jinja-templated, since bash's
         ``${#a[@]}`` would read as a Jinja comment); or
     :param script_path: path of the script on the cluster. Either way one copy per attempt is
-        uploaded under ``remote_dir/scripts/`` and submitted.
+        written under ``remote_dir/scripts/`` (a name of its own, never overwritten) and submitted.
     :param remote_dir: cluster folder for the per-attempt logs and scripts.
     :param sbatch_args: extra sbatch options (``--time=1`` ...), each quoted by the hook.
     :param environment: variables exported to the job at submit time.
@@ -45,7 +45,7 @@ class SlurmOperator(BaseOperator):
     :param completion_check: callable ``(hook, attempt) -> bool``, same meaning.
     :param progress_command: remote command whose output changes when the job makes progress (e.g.
         ``cat ckpt/latest_checkpointed_iteration.txt``); enables ``max_attempts_without_progress``.
-    :param max_attempts: submissions per task try, in total.
+    :param max_attempts: submissions per task try, in total (numbering continues across tries).
     :param max_attempts_without_progress: consecutive attempts without progress before giving up.
     :param poll_interval: seconds between state polls (batched per cluster in the triggerer).
     :param deferrable: wait in the triggerer (default) or poll in the worker.
@@ -129,18 +129,23 @@ class SlurmOperator(BaseOperator):
         self.startup_timeout = startup_timeout
         self.progress_paths = list(progress_paths)
         self._job_id: str | None = None
+        self._log_path: str | None = None
 
     # ----------------------------------------------------------------------------------- entry points
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        """Re-attach to this task instance's job if one runs, else submit; then wait."""
+        """Re-attach to this task instance's job if one runs, judge it if it ended, else submit; wait."""
         self._validate()
         hook = self._hook()
-        carry = self._recover(context, hook)
-        if carry is None:
-            carry = self._new_carry(context, hook)
-            self._submit(context, hook, carry)
-        elif carry.pop("_ended", None):
+        start = self._recover(context, hook)
+        carry = start.carry
+        if start.action == recovery.JUDGE:
+            self._track(carry)
             return self._after_end(context, hook, carry)
+        if start.action == recovery.SUBMIT:
+            self._submit(context, hook, carry)
+        elif start.record:
+            self._record(context, carry)
+        self._track(carry)
         return self._wait(context, hook, carry)
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[dict[str, Any]]:
@@ -154,7 +159,7 @@ class SlurmOperator(BaseOperator):
             raise AirflowException(f"task {self.task_id}: trigger event has no attempt record: {ev.message}")
         hook = self._hook()
         current = Attempt.from_dict(carry["attempts"][-1])
-        self._job_id = current.job_id
+        self._track(carry)
         if ev.status == events.ERROR:
             # The job itself may be fine; the retry re-attaches to it through the recorded job id.
             raise AirflowException(f"Slurm job {current.job_id} ({current.log_path}): {ev.message}")
@@ -173,7 +178,7 @@ class SlurmOperator(BaseOperator):
     def on_kill(self) -> None:
         """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
         if self._job_id is not None:
-            self._cancel(self._job_id, "on_kill")
+            self._cancel(self._job_id, self._log_path, "on_kill", cancels.ON_KILL_REASON)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """Cancel the job when the deferral timed out (``execution_timeout``), then fail as Airflow does.
@@ -184,17 +189,23 @@ class SlurmOperator(BaseOperator):
         """
         timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
         if next_method == TRIGGER_FAIL_REPR and timed_out:
-            job_id = recorded_job_id(context)
-            if job_id is not None:
-                self._cancel(job_id, "deferral timed out")
+            recorded = recorded_attempt(context)
+            if recorded is not None:
+                self._cancel(*recorded, "deferral timed out", cancels.TIMEOUT_REASON)
         return super().resume_execution(next_method, next_kwargs, context)
 
-    def _cancel(self, job_id: str, why: str) -> None:
+    def _cancel(self, job_id: str, log_path: str | None, why: str, reason: str) -> None:
+        """scancel a job of ours, with the marker that tells a later try it was us (``cancels``)."""
         self.log.info("%s: scancel %s", why, job_id)
         try:
-            self._hook().cancel(job_id)
+            cancels.cancel_ours(self._hook(), job_id, log_path, reason)
         except SlurmError as exc:
             self.log.error("could not cancel Slurm job %s: %s", job_id, exc)
+
+    def _track(self, carry: dict[str, Any]) -> None:
+        """Remember the current job and its log, for ``on_kill``."""
+        self._job_id = carry["attempts"][-1]["job_id"]
+        self._log_path = carry["attempts"][-1]["log_path"]
 
     # ----------------------------------------------------------------------------------- helpers
     def _hook(self) -> SlurmHook:
@@ -210,83 +221,50 @@ class SlurmOperator(BaseOperator):
         map_index = getattr(ti, "map_index", -1)
         return naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
 
-    def _new_carry(self, context: Context, hook: SlurmHook) -> dict[str, Any]:
-        baseline = probe_progress(hook, self.progress_command) if self.progress_command else None
-        return {"name": self._name(context), "attempts": [], "baseline": baseline, "log_offset": 0}
-
     def _output_pattern(self, name: str) -> str:
         return self.output_path or naming.attempt_output_path(self.remote_dir, name)
 
-    def _recover(self, context: Context, hook: SlurmHook) -> dict[str, Any] | None:
-        """Find this task instance's job from an earlier try: recorded id first, then active name."""
+    def _recover(self, context: Context, hook: SlurmHook) -> recovery.TryStart:
+        """What this try does first, from the history an earlier try stored (``recovery.start_try``)."""
         name = self._name(context)
-        stored = state_get(context)
-        if isinstance(stored, dict) and stored.get("attempts") and stored.get("name") == name:
-            last = Attempt.from_dict(stored["attempts"][-1])
-            if last.state == HUNG:
-                # Cancelled as hung and judged; the try died before resubmitting: judge it again.
-                stored["_ended"] = True
-                return stored
-            if SlurmState.parse(last.state) not in TERMINAL_STATES:
-                record = hook.job_states([last.job_id]).records.get(last.job_id)
-                if record is not None:
-                    self._job_id = last.job_id
-                    if record.state not in TERMINAL_STATES:
-                        # Active, or in a state nobody can classify (a wait gave up on it): wait again.
-                        shown = record.raw_state or record.state.value
-                        self.log.info("re-attaching to recorded Slurm job %s (%s)", last.job_id, shown)
-                        return stored
-                    # The previous try died after the job ended but before judging it: judge it now.
-                    self.log.info("recorded Slurm job %s already ended %s", last.job_id, record.state.value)
-                    record_end(stored, record)
-                    stored["_ended"] = True
-                    return stored
-        active = hook.find_active_jobs(name)
-        if not active:
-            return None
-        if len(active) > 1:
-            self.log.warning(
-                "%d active jobs named %s: %s; attaching to the newest",
-                len(active),
-                name,
-                ", ".join(r.job_id for r in active),
-            )
-        record = max(active, key=lambda r: int(re.sub(r"\D.*", "", r.job_id) or 0))
-        self.log.info(
-            "re-attaching to active Slurm job %s named %s (%s)", record.job_id, name, record.state.value
+        command = self.progress_command
+        return recovery.start_try(
+            hook,
+            state_get(context),
+            name,
+            output_pattern=self._output_pattern(name),
+            try_number=getattr(context["ti"], "try_number", None),
+            probe=lambda: probe_progress(hook, command) if command else None,
         )
-        carry = self._new_carry(context, hook)
-        log_path = naming.resolve_output_path(self._output_pattern(name), record.job_id, name)
-        carry["attempts"].append(
-            Attempt(1, record.job_id, log_path, "", state=record.state.value, reattached=True).to_dict()
-        )
-        self._record(context, carry)
-        self._job_id = record.job_id
-        return carry
 
     def _submit(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> None:
         name = carry["name"]
-        number = len(carry["attempts"]) + 1
-        text = self.script if self.script is not None else hook.read_text(str(self.script_path))
-        script_copy = naming.attempt_script_path(self.remote_dir, name, number)
+        base = naming.attempt_script_base(self.remote_dir, name)
         pattern = self._output_pattern(name)
         args = [*self.sbatch_args, f"--job-name={name}", f"--output={pattern}"]
+        script_copy = f"{base}.attempt*.sbatch"
         try:
+            text = self.script if self.script is not None else hook.read_text(str(self.script_path))
             # Slurm cannot create the log's folder: a job whose --output folder is missing ends
             # FAILED at once with no log at all, which would read as the job's own failure.
             log_dir = posixpath.dirname(pattern)
-            if log_dir and not script_copy.startswith(f"{log_dir.rstrip('/')}/"):
-                # (the script upload below creates remote_dir/scripts/, and so remote_dir, anyway)
+            if log_dir and not base.startswith(f"{log_dir.rstrip('/')}/"):
+                # (the claim below creates remote_dir/scripts/, and so remote_dir, anyway)
                 hook.run(commands.mkdir_p(log_dir))
-            job_id = hook.submit(
-                script=text, upload_to=script_copy, sbatch_args=args, environment=self.environment
-            )
+            # The copy's name is claimed on the cluster (exclusive create): no earlier attempt's
+            # copy is overwritten, even when the history numbering them was lost.
+            number = hook.claim_script_copy(base, recovery.next_number(carry), text)
+            script_copy = naming.attempt_script_path(self.remote_dir, name, number)
+            job_id = hook.submit(script_path=script_copy, sbatch_args=args, environment=self.environment)
         except SlurmError as exc:
             raise AirflowException(f"task {self.task_id}: sbatch of {script_copy} failed: {exc}") from None
-        self._job_id = job_id
         log_path = naming.resolve_output_path(pattern, job_id, name)
-        carry["attempts"].append(Attempt(number, job_id, log_path, script_copy).to_dict())
+        try_number = getattr(context["ti"], "try_number", None)
+        carry["attempts"].append(
+            Attempt(number, job_id, log_path, script_copy, try_number=try_number).to_dict()
+        )
         carry["log_offset"] = 0
+        self._track(carry)
         # Recorded before anything else can fail, so a rebuilt operator can cancel or re-attach.
         self._record(context, carry)
         self.log.info("submitted attempt %d as Slurm job %s, log %s", number, job_id, log_path)
@@ -314,6 +292,9 @@ class SlurmOperator(BaseOperator):
             progress_paths=self.progress_paths,
         )
         if self.deferrable:
+            if self.stream_logs:
+                position = RelayPosition(current.job_id, current.log_path, trigger.log_offset)
+                seed(context["ti"], position)  # where the trigger's relay starts (relay_position)
             self.defer(
                 trigger=trigger,
                 method_name="execute_complete",
@@ -334,7 +315,8 @@ class SlurmOperator(BaseOperator):
         """Cancel a hung job, record its attempt as HUNG (with why) and judge it like an ended one."""
         self.log.warning("Slurm job %s: %s; cancelling it", record.job_id, why)
         try:
-            hook.cancel(record.job_id)
+            log_path = carry["attempts"][-1]["log_path"]
+            cancels.cancel_ours(hook, record.job_id, log_path, f"{cancels.HUNG_REASON}: {why}")
         except SlurmError as exc:
             # Resubmitting next to a job that may still run would train twice: fail, the retry re-attaches.
             raise AirflowException(
@@ -353,6 +335,9 @@ class SlurmOperator(BaseOperator):
         """Judge the attempt that just ended: succeed, resubmit (and wait again) or fail."""
         current = Attempt.from_dict(carry["attempts"][-1])
         state = SlurmState.parse(current.state)
+        if state is SlurmState.CANCELLED:
+            self._whose_cancel(context, hook, carry)
+            current = Attempt.from_dict(carry["attempts"][-1])
         done = (
             completion_ok(
                 hook,
@@ -366,10 +351,9 @@ class SlurmOperator(BaseOperator):
         )
         progress = probe_progress(hook, self.progress_command) if self.progress_command else None
         carry["attempts"][-1].update(completion_ok=done, progress=progress)
-        attempts = [Attempt.from_dict(a) for a in carry["attempts"]]
         decision = decide(
             state,
-            attempts,
+            window(carry),
             completion_ok=done,
             max_attempts=self.max_attempts,
             max_attempts_without_progress=self.max_attempts_without_progress,
@@ -383,6 +367,7 @@ class SlurmOperator(BaseOperator):
             decision.reason,
             decision.verdict.value,
         )
+        carry["attempts"][-1]["verdict"] = decision.verdict.value
         state_set(context, carry)
         if decision.verdict is Verdict.SUCCEED:
             return list(carry["attempts"])
@@ -394,3 +379,15 @@ class SlurmOperator(BaseOperator):
             f"Slurm job {current.job_id} {current.state} (exit code {current.exit_code}), attempt "
             f"{current.attempt}: {decision.reason}; log {current.log_path}; last {TAIL_LINES} lines:\n{tail}"
         )
+
+    def _whose_cancel(self, context: Context, hook: SlurmHook, carry: dict[str, Any]) -> None:
+        """A CANCELLED attempt: ours keeps its meaning (``cancels.note_cancel``); one from outside
+        ends the task without Airflow's retries (it means stop; a clear resumes)."""
+        try:
+            outside = cancels.note_cancel(hook, carry)
+        except cancels.CancelOriginUnknown as exc:
+            raise AirflowException(str(exc)) from None  # nothing recorded: the retry judges it again
+        if outside is not None:
+            carry["attempts"][-1]["verdict"] = Verdict.FAIL.value
+            state_set(context, carry)
+            raise AirflowFailException(outside)

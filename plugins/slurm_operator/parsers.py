@@ -62,6 +62,29 @@ def parse_sbatch(stdout: str) -> str:
     return m.group(1)
 
 
+def parse_number(stdout: str, command: str) -> int:
+    """The one decimal number a command prints (the script copy number it claimed)."""
+    text = stdout.strip()
+    if not text.isdigit():
+        raise SlurmParseError(f"expected a number from {command!r}", stdout)
+    return int(text)
+
+
+_CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)\s*$")
+
+
+def cancelled_by_uid(raw_state: str) -> int | None:
+    """The uid in sacct's ``CANCELLED by 1000``; None when sacct does not name one."""
+    m = _CANCELLED_BY.match(raw_state.strip())
+    return int(m.group(1)) if m else None
+
+
+def parse_passwd_name(stdout: str) -> str | None:
+    """The account name of ``getent passwd UID`` output (``alice:x:1000:...``), or None."""
+    first = stdout.strip().split(":", 1)[0] if stdout.strip() else ""
+    return first or None
+
+
 def submit_error(command: str, exit_status: int, stdout: str, stderr: str) -> SlurmSubmitError:
     """The error for a refused sbatch, naming Slurm's own reason; limit refusals are retryable."""
     lines = [line.strip() for line in (stderr or stdout).splitlines() if line.strip()]

@@ -11,14 +11,16 @@ STATE_KEY = "slurm_operator"  # task_state_store key; renaming it breaks re-atta
 XCOM_JOB_ID = "slurm_job_id"
 
 
-def recorded_job_id(context: Context) -> str | None:
-    """The job id of the current attempt as recorded at submission (state store, else XCom)."""
+def recorded_attempt(context: Context) -> tuple[str, str | None] | None:
+    """The job id and log of the current attempt as recorded at submission (state store, else the
+    XCom job id alone)."""
     stored = state_get(context)
     if isinstance(stored, dict) and stored.get("attempts"):
-        return str(stored["attempts"][-1]["job_id"])
+        last = stored["attempts"][-1]
+        return str(last["job_id"]), str(last["log_path"]) if last.get("log_path") else None
     ti = context["ti"]
     value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_JOB_ID, map_indexes=ti.map_index)
-    return None if value is None else str(value)
+    return None if value is None else (str(value), None)
 
 
 def state_get(context: Context) -> Any:

@@ -24,9 +24,11 @@ from slurm_operator.checkpoints import (
 )
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.naming import ON_KILL_REASON, cancel_marker_path
 from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
 from slurm_operator.records import JobRecord
+from slurm_operator.relay_position import RelayBook, XComPositionStore
 from slurm_operator.states import SUCCEEDED_STATES, TERMINAL_STATES, SlurmState
 from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 
@@ -55,7 +57,8 @@ class SlurmJobTrigger(BaseTrigger):
     :param job_id: the Slurm job id.
     :param poll_interval: seconds between state queries (batched with every other job of the cluster).
     :param log_path: the job's log file (``%j`` already expanded), relayed from ``log_offset`` on.
-    :param log_offset: byte offset already relayed (kept across re-deferrals and triggerer restarts).
+    :param log_offset: byte offset already relayed at deferral. A re-created trigger (triggerer
+        restart, another triggerer) continues from the position it stored (``relay_position``).
     :param stream_logs: relay new log lines as ``[slurm <id>] ...`` into the trigger's (= task's) log.
     :param failure_budget: seconds without one successful poll before giving up with an error event.
     :param missing_polls: authoritative polls that do not know the job before giving up.
@@ -141,7 +144,9 @@ class SlurmJobTrigger(BaseTrigger):
         watch = dog.paths if dog.watching else ()
         sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval, watch)
         hook = AsyncSlurmHook(self.ssh_conn_id)
-        offset = self.log_offset
+        relaying = bool(self.stream_logs and self.log_path)
+        store = XComPositionStore.of(self.task_instance) if relaying else None
+        book = RelayBook(self.job_id, self.log_path or "", self.log_offset, store, self.log)
         try:
             last_ok = time.monotonic()
             missing = 0
@@ -150,7 +155,8 @@ class SlurmJobTrigger(BaseTrigger):
                 if res.error is not None:
                     if time.monotonic() - last_ok > self.failure_budget:
                         yield self._error(
-                            f"no answer from the cluster for {self.failure_budget:.0f} s: {res.error}", offset
+                            f"no answer from the cluster for {self.failure_budget:.0f} s: {res.error}",
+                            book.offset,
                         )
                         return
                     continue
@@ -161,33 +167,36 @@ class SlurmJobTrigger(BaseTrigger):
                     missing += res.authoritative
                     if missing >= self.missing_polls:
                         yield self._error(
-                            f"job {self.job_id} is unknown to Slurm after {missing} polls", offset
+                            f"job {self.job_id} is unknown to Slurm after {missing} polls", book.offset
                         )
                         return
                     continue
                 missing = 0
                 terminal = record.state in TERMINAL_STATES
-                if self.stream_logs and self.log_path and record.state is not SlurmState.PENDING:
-                    offset = await self._relay_log(hook, offset, final=terminal)
+                if relaying and record.state is not SlurmState.PENDING:
+                    await self._relay_log(hook, book, final=terminal)
                 if terminal:
                     ok = record.state in SUCCEEDED_STATES
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     status = events.SUCCESS if ok else events.FAILURE
-                    yield self._final(status, f"Slurm job {self.job_id} {ended}", record, offset)
+                    if relaying:
+                        self.log.info("Slurm job %s: %s", self.job_id, book.summary())
+                    yield self._final(status, f"Slurm job {self.job_id} {ended}", record, book.offset)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
                 if alarm is not None:
                     # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
                     status = events.HUNG if alarm.kind == "hung" else events.ERROR
-                    yield self._final(status, alarm.message, record, offset)
+                    yield self._final(status, alarm.message, record, book.offset)
                     return
         except Exception as exc:
             # Anything unexpected still ends the wait with one event; the traceback goes to the log.
             self.log.exception("SlurmJobTrigger for job %s crashed", self.job_id)
-            yield self._error(f"trigger crashed: {type(exc).__name__}: {exc}", offset)
+            yield self._error(f"trigger crashed: {type(exc).__name__}: {exc}", book.offset)
         finally:
             sub.close()
+            book.close()
 
     def _final(self, status: str, message: str, record: JobRecord, offset: int) -> TriggerEvent:
         """The final event about a job Slurm reported on: with its state, exit code and record."""
@@ -207,27 +216,32 @@ class SlurmJobTrigger(BaseTrigger):
             status=events.ERROR, message=message, job_id=self.job_id, log_offset=offset, carry=self.carry
         )
 
-    async def _relay_log(self, hook: AsyncSlurmHook, offset: int, *, final: bool) -> int:
-        """Log the new complete lines of the job log; return the new offset."""
+    async def _relay_log(self, hook: AsyncSlurmHook, book: RelayBook, *, final: bool) -> None:
+        """Log the new complete lines of the job log, after storing the position past them."""
         assert self.log_path is not None
+        if not await book.ready(wait=final):
+            return  # where an earlier run of this trigger got to is not known yet: relay nothing
         try:
-            chunk = await hook.read_log(self.log_path, offset, _LOG_READ_BYTES)
+            chunk = await hook.read_log(self.log_path, book.offset, _LOG_READ_BYTES)
         except RemotePathNotFoundError:
-            return offset  # the job has not opened its log yet
+            return  # the job has not opened its log yet
         except SlurmError as exc:
             self.log.warning("could not read %s: %s", self.log_path, exc)
-            return offset
+            return
         text, next_offset = complete_lines(chunk, final=final)
-        for line in text.splitlines():
-            self.log.info("[slurm %s] %s", self.job_id, line)
-        return next_offset
+        if text and await book.advance(next_offset, final=final):
+            # One record for the whole read, right after the store: the triggerer writes it to the
+            # task log whole or not at all, and one record's envelope instead of one per line
+            # shortens the time it spends in the triggerer's pipe (see relay_position).
+            self.log.info("%s", "\n".join(f"[slurm {self.job_id}] {line}" for line in text.splitlines()))
 
     async def on_kill(self) -> None:
         """A user acted on the deferred task: cancel the job so it does not run on unattended."""
         if not self.cancel_on_kill:
             return
         self.log.info("task killed while deferred: scancel %s", self.job_id)
-        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id)
+        marker = cancel_marker_path(self.log_path) if self.log_path else None  # says it was us
+        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id, marker=marker, reason=ON_KILL_REASON)
 
 
 class RemotePathTrigger(BaseTrigger):

@@ -83,9 +83,13 @@ class _Store:
 class _Hook:
     def __init__(self) -> None:
         self.cancelled: list[str] = []
+        self.markers: list[tuple[str | None, str]] = []
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(
+        self, job_id: str, signal: str | None = None, *, marker: str | None = None, reason: str = ""
+    ) -> None:
         self.cancelled.append(job_id)
+        self.markers.append((marker, reason))
 
 
 @pytest.mark.parametrize(("error", "cancelled"), [("Trigger timeout", ["7"]), ("Trigger failure", [])])
@@ -101,6 +105,8 @@ def test_a_timed_out_deferral_cancels_the_job_a_failed_trigger_does_not(
     with pytest.raises(AirflowException, match=f"^{error}$"):
         op.resume_execution("__fail__", {"error": error}, context)
     assert hook.cancelled == cancelled
+    if cancelled:  # a cancel of ours: the marker tells a later try it was not a person's
+        assert hook.markers == [("/r/a-7.out.airflow-cancel", "execution_timeout: the deferral timed out")]
 
 
 class _Cluster:
@@ -108,13 +114,17 @@ class _Cluster:
 
     def __init__(self, *, cancel_fails: bool = False) -> None:
         self.cancelled: list[str] = []
+        self.markers: list[tuple[str | None, str]] = []
         self.cancel_fails = cancel_fails
         self.records: dict[str, JobRecord] = {}
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(
+        self, job_id: str, signal: str | None = None, *, marker: str | None = None, reason: str = ""
+    ) -> None:
         if self.cancel_fails:
             raise SlurmCommandError("scancel: error: Kill job error on job id 7: Access/permission denied")
         self.cancelled.append(job_id)
+        self.markers.append((marker, reason))
 
     def job_states(self, job_ids: list[str], watch: Any = ()) -> JobStates:
         return JobStates(records={j: self.records[j] for j in job_ids if j in self.records})
@@ -155,6 +165,7 @@ def test_a_hung_job_is_cancelled_recorded_hung_and_resubmitted(monkeypatch: pyte
     store = _RwStore(None)
     op.execute_complete({"task_state_store": store}, event=_hung_event([_attempt(1)]))  # type: ignore[arg-type]
     assert cluster.cancelled == ["7"]
+    assert cluster.markers == [("/r/a-7.out.airflow-cancel", "hung: job 7 made no progress for 25 s")]
     (attempts,) = resubmitted
     assert (attempts[0]["state"], attempts[0]["elapsed"]) == (HUNG, "00:00:40")
     assert attempts[0]["extra"] == {"hung": "job 7 made no progress for 25 s"}
@@ -193,7 +204,8 @@ def test_the_retry_of_a_wait_that_gave_up_on_an_unknown_state_reattaches(
     cluster.records["7"] = JobRecord("7", "n", SlurmState.UNKNOWN, raw_state="LAUNCH_FAILED")
     monkeypatch.setattr(op, "_name", lambda _c: "n")
     carry = {"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0}
-    assert op._recover({"task_state_store": _Store(carry)}, cluster) == carry  # type: ignore[arg-type]
+    start = op._recover({"task_state_store": _Store(carry), "ti": None}, cluster)  # type: ignore[arg-type]
+    assert (start.action, start.carry) == ("wait", carry)
 
 
 class _Polls:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk._shared.module_loading import import_string
-from slurm_operator import events, triggers
+from slurm_operator import events, naming, triggers
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError
 from slurm_operator.poller import SlurmPoller
@@ -29,6 +29,7 @@ class FakeCluster:
         self.states: list[dict[str, SlurmState]] = []  # one entry consumed per poll round
         self.files: dict[str, str] = {}
         self.cancelled: list[str] = []
+        self.marked: list[dict[str, str | None]] = []
         self.raw_state = ""  # what Slurm printed, when the test fakes a state the plugin cannot know
         self.started = 0.0  # the cluster clock's value at the job's start
         self.clock = 0.0  # the cluster's clock: advanced by the test, never by real time
@@ -63,8 +64,9 @@ class FakeCluster:
         data = self.files[path].encode()[offset : offset + max_bytes]
         return LogChunk(text=data.decode(), offset=offset, next_offset=offset + len(data))
 
-    async def cancel(self, job_id: str, signal: str | None = None) -> None:
+    async def cancel(self, job_id: str, signal: str | None = None, **marked: str | None) -> None:
         self.cancelled.append(job_id)
+        self.marked.append(marked)
 
 
 @pytest.fixture
@@ -170,6 +172,8 @@ async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
     await SlurmJobTrigger(**JOB_KWARGS).on_kill()
     await SlurmJobTrigger(**{**JOB_KWARGS, "cancel_on_kill": False}).on_kill()
     assert cluster.cancelled == ["42"]
+    # The marker next to the log tells a later try this cancel was ours, not a person's.
+    assert cluster.marked == [{"marker": "/r/job-42.out.airflow-cancel", "reason": naming.ON_KILL_REASON}]
 
 
 async def test_regex_trigger_finds_a_marker_split_across_reads(cluster: FakeCluster) -> None:

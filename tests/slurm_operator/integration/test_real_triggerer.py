@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_operator import naming
 
 from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, xcom_value
 from tests.fixtures.airflow_stack import AirflowStack, start_stack
@@ -179,6 +180,9 @@ def test_mark_failed_while_deferred_cancels_the_job_within_a_poll_interval(real:
         assert time.monotonic() - t0 < 10, f"job {row.job_id} still {states} 10 s (one interval) after"
         time.sleep(0.5)
     assert real.stack.task_states("rt_kill", run_id)["job"] == "failed"
+    # Written before the scancel: a later try (a clear) reads it as our cancel, not a person's.
+    marker = real.work / "rt_kill" / "run" / f"{row.name}-{row.job_id}.out.airflow-cancel"
+    assert marker.read_text() == f"{naming.ON_KILL_REASON}\n"
 
 
 def test_execution_timeout_while_deferred_cancels_the_job(real: RealStack) -> None:
@@ -191,6 +195,8 @@ def test_execution_timeout_while_deferred_cancels_the_job(real: RealStack) -> No
         assert time.monotonic() < deadline, sacct_rows(real.cluster, real.job_prefix("rt_exectimeout"))
         time.sleep(1)
     assert "deferral timed out: scancel" in real.stack.task_log("rt_exectimeout", run_id, "job")
+    (marker,) = (real.work / "rt_exectimeout" / "run").glob("*.out.airflow-cancel")
+    assert marker.read_text() == f"{naming.TIMEOUT_REASON}\n"
 
 
 def test_worker_killed_after_sbatch_the_retry_reattaches(real: RealStack) -> None:

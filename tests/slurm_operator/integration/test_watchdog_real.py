@@ -111,6 +111,8 @@ def _check_hung_job_is_cancelled_and_resumes(w: Watched) -> None:
     first_log = Path(first["log_path"]).read_text()
     assert first_log.startswith("iteration 1\niteration 2\niteration 3\n")
     assert f"*** JOB {first['job_id']} ON " in first_log  # slurmstepd's note of the scancel
+    # Our marker, written before that scancel: a try that dies before recording HUNG still knows.
+    assert Path(first["log_path"] + ".airflow-cancel").read_text() == f"hung: {first['extra']['hung']}\n"
     assert Path(second["log_path"]).read_text() == "resumed at 3\n"
     log = w.stack.task_log("wd_hung", w.runs["wd_hung"], "job")
     assert f"Slurm job {first['job_id']}: job {first['job_id']} made no progress for" in log
