@@ -1,0 +1,109 @@
+"""Task-instance states asked from inside the triggerer: async, bounded, shared between triggers.
+
+Why not ``sync_to_async(RuntimeTaskInstance.get_task_states)``: that sends from a worker thread
+and blocks it until the triggerer's parent answers, with no limit. The parent process answers
+every trigger request on its one main thread; the first request that needs the Execution API
+(like GetTaskStates) builds Airflow's in-process API app there, and on a loaded machine the parent
+was seen silent for 36 s ("TriggerRunner subprocess event loop appears deadlocked"), which
+outlasted ``on_kill``'s 30 s limit, so the scancel after it never ran. Here the request goes over the
+runner's own async channel (``TriggerCommsDecoder.asend``, the coroutine ``send`` itself wraps) under
+``asyncio.timeout``: a slow answer costs the caller at most the timeout, a late one is dropped
+by the runner ("response for unknown request frame"), and no thread is left waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# TI states that mean the task will not run on in this try: a user marked it (failed, success,
+# skipped), or it was removed or never ran. A cleared task is back to none/scheduled/queued/
+# restarting and runs again; up_for_retry runs again too.
+STOPPED = frozenset({"failed", "success", "skipped", "removed", "upstream_failed"})
+STATE_TIMEOUT = 5.0
+
+_shared: dict[tuple[int, str, str, str], tuple[float, asyncio.Task[str | None]]] = {}
+_warm: dict[int, asyncio.Task[Any]] = {}
+
+
+def _comms() -> Any:
+    """The triggerer runner's channel to its parent, or None outside a triggerer (tests, dag.test)."""
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return comms if callable(getattr(comms, "asend", None)) else None
+
+
+async def task_states(
+    dag_id: str, run_id: str, task_ids: Sequence[str], limit_s: float = STATE_TIMEOUT
+) -> dict[str, str] | None:
+    """``{task_id or task_id_mapindex: state}`` ("none" for no state) within ``limit_s``; None if unknown."""
+    from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
+
+    comms = _comms()
+    if comms is None:
+        return None
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(limit_s):
+            resp = await comms.asend(GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=[run_id]))
+    except TimeoutError:
+        log.warning("the triggerer did not tell the state of %s within %.0f s", list(task_ids), limit_s)
+        return None
+    except Exception as exc:  # an unknown state must never keep anything alive or crash a trigger
+        log.warning("cannot read the state of %s: %s", list(task_ids), exc)
+        return None
+    log.debug("state of %s read in %.2f s", list(task_ids), time.monotonic() - started)
+    if not isinstance(resp, TaskStatesResult):
+        return None
+    by_task = resp.task_states.get(run_id, {})
+    return {str(k): "none" if v is None else str(v) for k, v in by_task.items()}
+
+
+async def task_state(
+    dag_id: str, run_id: str, task_id: str, map_index: int | None = None, limit_s: float = STATE_TIMEOUT
+) -> str | None:
+    """One task instance's state ("none" when it has none), None when unknown."""
+    states = await task_states(dag_id, run_id, [task_id], limit_s)
+    if states is None:
+        return None
+    key = task_id if map_index is None or map_index < 0 else f"{task_id}_{map_index}"
+    return states.get(key, "none")
+
+
+async def shared_task_state(
+    dag_id: str, run_id: str, task_id: str, max_age: float, limit_s: float = STATE_TIMEOUT
+) -> str | None:
+    """``task_state`` of an unmapped task, one request per ``max_age`` s for all callers in this loop.
+
+    Every checkpoint wait of a run watches the same training; they share one answer per poll.
+    """
+    loop = asyncio.get_running_loop()
+    now = time.monotonic()
+    for k, (at, _) in list(_shared.items()):
+        if now - at > max(600.0, max_age):
+            del _shared[k]
+    key = (id(loop), dag_id, run_id, task_id)
+    hit = _shared.get(key)
+    if hit is None or now - hit[0] > max_age or hit[1].get_loop() is not loop:
+        task = loop.create_task(task_state(dag_id, run_id, task_id, limit_s=limit_s))
+        _shared[key] = hit = (now, task)
+    # shield: one caller cancelled (its trigger was) must not cancel the answer the others await.
+    return await asyncio.shield(hit[1])
+
+
+def warm_up(dag_id: str, run_id: str, task_id: str) -> None:
+    """Ask once per triggerer process, in the background, so that the parent builds its API client now.
+
+    The first answer is the slow one (see the module docstring); taken at start-up, it is not
+    taken when a user clears a task and ``on_kill`` has seconds to tell a clear from a stop.
+    """
+    loop = asyncio.get_running_loop()
+    if id(loop) in _warm or _comms() is None:
+        return
+    _warm[id(loop)] = loop.create_task(task_state(dag_id, run_id, task_id, limit_s=300))
