@@ -1,14 +1,19 @@
 """Task-instance states asked from inside the triggerer: async, bounded, shared between triggers.
 
-Why not ``sync_to_async(RuntimeTaskInstance.get_task_states)``: that sends from a worker thread
-and blocks it until the triggerer's parent answers, with no limit. The parent process answers
-every trigger request on its one main thread; the first request that needs the Execution API
-(like GetTaskStates) builds Airflow's in-process API app there, and on a loaded machine the parent
-was seen silent for 36 s ("TriggerRunner subprocess event loop appears deadlocked"), which
-outlasted ``on_kill``'s 30 s limit, so the scancel after it never ran. Here the request goes over the
-runner's own async channel (``TriggerCommsDecoder.asend``, the coroutine ``send`` itself wraps) under
-``asyncio.timeout``: a slow answer costs the caller at most the timeout, a late one is dropped
-by the runner ("response for unknown request frame"), and no thread is left waiting.
+The triggerer's parent process answers every trigger request (GetTaskStates included) on its one
+main thread, through an in-process Execution API app. The first request of the parent's life
+builds that app and Cadwyn's routers for every API version: 9-10 s of CPU, 13-31 s wall on this
+2-core box under load, 36 s seen in the field, during which the parent serves nothing: no answers,
+no cancellations, no events ("TriggerRunner subprocess event loop appears deadlocked", although
+it is the parent that is busy). A ``sync_to_async(RuntimeTaskInstance.get_task_states)`` in
+``on_kill`` waited for that answer with no limit of its own, outlasted ``on_kill``'s 30 s and never
+reached its scancel.
+
+Here: the request goes over the runner's own async channel (``TriggerCommsDecoder.asend``, what
+``send`` wraps for threads) under ``asyncio.timeout``, so a slow answer costs the caller at most its
+limit and no thread is left blocked (a late answer is dropped by the runner as "response for
+unknown request frame"); and ``warm_up`` takes the first, slow answer when a trigger starts,
+instead of when a user acts on a task.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ STATE_TIMEOUT = 5.0
 
 _shared: dict[tuple[int, str, str, str], tuple[float, asyncio.Task[str | None]]] = {}
 _warm: dict[int, asyncio.Task[Any]] = {}
+_first_asked: float | None = None  # when this process first asked (the parent's first answer is slow)
+_answered = False
 
 
 def _comms() -> Any:
@@ -48,7 +55,9 @@ async def task_states(
     comms = _comms()
     if comms is None:
         return None
+    global _first_asked, _answered
     started = time.monotonic()
+    _first_asked = _first_asked or started
     try:
         async with asyncio.timeout(limit_s):
             resp = await comms.asend(GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=[run_id]))
@@ -58,7 +67,13 @@ async def task_states(
     except Exception as exc:  # an unknown state must never keep anything alive or crash a trigger
         log.warning("cannot read the state of %s: %s", list(task_ids), exc)
         return None
-    log.debug("state of %s read in %.2f s", list(task_ids), time.monotonic() - started)
+    if not _answered:
+        _answered = True
+        log.info(
+            "first task-state answer of this triggerer, %.1f s after its first question (the first makes "
+            "Airflow build its in-process Execution API, the triggerer serving nothing meanwhile)",
+            time.monotonic() - _first_asked,
+        )
     if not isinstance(resp, TaskStatesResult):
         return None
     by_task = resp.task_states.get(run_id, {})

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
-from slurm_operator import events
+from slurm_operator import events, naming
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.checkpoints import SettleTracker, TrackerParseError
 from slurm_operator.events import SlurmEvent
@@ -147,9 +147,26 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             return None
         max_age = self.poll_interval / 2
         state = await ti_states.shared_task_state(ti.dag_id, ti.run_id, self.watch_task_id, max_age)
-        if state in ti_states.STOPPED:
-            return f"its training task {self.watch_task_id} is {state}"
-        return None
+        if state not in ti_states.STOPPED:
+            return None
+        await self._cancel_training(hook, naming.job_name(ti.dag_id, self.watch_task_id, ti.run_id))
+        return f"its training task {self.watch_task_id} is {state}"
+
+    async def _cancel_training(self, hook: AsyncSlurmHook, name: str) -> None:
+        """Cancel what still runs of a stopped training (its trigger's ``on_kill`` did not get to it).
+
+        A task stopped while its trigger was not running (the triggerer restarting, dead, or frozen
+        by its first API request) never gets an ``on_kill``; the waits, which outlive it in the
+        triggerer, see the stop and find the job by its deterministic name.
+        """
+        for record in await hook.find_active_jobs(name):
+            self.log.warning(
+                "training stopped but Slurm job %s (%s) still %s: scancel",
+                record.job_id,
+                name,
+                record.state.value,
+            )
+            await hook.cancel(record.job_id)
 
     def _ended(self, why: str) -> TriggerEvent:
         message = f"iteration {self.iteration} of {self.path} will not come: {why}"
