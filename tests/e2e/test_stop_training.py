@@ -116,7 +116,12 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(campaign: Campa
     run_id = stack.trigger(DAG_ID, {"max_attempts": 1}, timeout=300)
     for i, (sig, when) in enumerate(PLAN):
         name = naming.job_name(DAG_ID, TRAIN, run_id)
-        stack.wait_task_state(DAG_ID, run_id, TRAIN, {"deferred"}, timeout=300)
+        until(
+            f"{TRAIN} deferred",
+            lambda r=run_id: ti_states(stack, r).get((TRAIN, -1)) == "deferred",
+            300,
+            stack,
+        )
         until(f"job {name} RUNNING", lambda n=name: job_state(c.cluster, n) == "RUNNING", 120, stack)
         row: dict[str, Any] = {"run": i, "restart": sig.name if sig else None, "mark": when}
         if sig is not None:
@@ -180,14 +185,25 @@ def run_logs(stack: AirflowStack, run_id: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*.log*") if p.is_file())
 
 
+def get(stack: AirflowStack, path: str, tries: int = 5) -> Any:
+    """GET from the REST API, again after a time-out (the api-server answers slowly at load 40)."""
+    for attempt in range(tries):
+        try:
+            return stack.api("GET", path)
+        except TimeoutError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def ti_states(stack: AirflowStack, run_id: str) -> dict[tuple[str, int], str | None]:
     """(task id, map index) -> state of every task instance of the run."""
-    tis = stack.api("GET", f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
+    tis = get(stack, f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
     return {(t["task_id"], t["map_index"]): t["state"] for t in tis}
 
 
 def _run_state(stack: AirflowStack, run_id: str) -> str:
-    return str(stack.api("GET", f"dags/{DAG_ID}/dagRuns/{run_id}")["state"])
+    return str(get(stack, f"dags/{DAG_ID}/dagRuns/{run_id}")["state"])
 
 
 def _ended(stack: AirflowStack, run_id: str) -> bool:
@@ -195,5 +211,5 @@ def _ended(stack: AirflowStack, run_id: str) -> bool:
 
 
 def _first_run(stack: AirflowStack) -> str:
-    runs = stack.api("GET", f"dags/{DAG_ID}/dagRuns?order_by=start_date")["dag_runs"]
+    runs = get(stack, f"dags/{DAG_ID}/dagRuns?order_by=start_date")["dag_runs"]
     return str(runs[0]["dag_run_id"])
