@@ -28,7 +28,8 @@ from tests.fixtures.slurm_cluster import LocalCluster
 from tests.fixtures.stack_components import restart
 from tests.slurm_operator.integration.faults import sacct_rows
 
-pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
+# A triggerer restart costs its first-request build (37-78 s at load 15-40, see ti_states) twice.
+pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 POLL = 5.0  # config/demo.yaml: poll_interval_secs
 TRAIN = "pretrain.train"

@@ -13,6 +13,7 @@ from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.checkpoints import SettleTracker, TrackerParseError
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import SlurmError
+from slurm_operator.states import SlurmState
 from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger, arguments
 
 from autoexp.experiment import ti_states
@@ -160,6 +161,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         triggerer, see the stop and find the job by its deterministic name.
         """
         for record in await hook.find_active_jobs(name):
+            if record.state is SlurmState.COMPLETING:
+                continue  # ending already (the on_kill's scancel, most often)
             self.log.warning(
                 "training stopped but Slurm job %s (%s) still %s: scancel",
                 record.job_id,
