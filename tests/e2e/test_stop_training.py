@@ -90,19 +90,24 @@ def until(what: str, check: Any, limit_s: float, stack: AirflowStack, interval: 
     return time.monotonic() - start
 
 
-def trigger_runs_in_newest_triggerer(c: Campaign, run_id: str) -> bool:
-    """The training's trigger is assigned to the newest running triggerer job (after a restart)."""
+def newest_triggerer(c: Campaign) -> int:
     rows = session.server().query(
-        "SELECT t.triggerer_id,"
-        " (SELECT max(id) FROM job WHERE job_type = 'TriggererJob' AND state = 'running')"
-        " FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id"
+        "SELECT coalesce(max(id), 0) FROM job WHERE job_type = 'TriggererJob'", database=c.db()
+    )
+    return int(rows[0][0])
+
+
+def trigger_runs_in_triggerer_after(c: Campaign, run_id: str, old: int) -> bool:
+    """The training's trigger is assigned to a triggerer started after job ``old`` (the restart)."""
+    rows = session.server().query(
+        "SELECT t.triggerer_id FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id"
         " WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.task_id = %s",
         DAG_ID,
         run_id,
         TRAIN,
         database=c.db(),
     )
-    return bool(rows) and rows[0][0] is not None and rows[0][0] == rows[0][1]
+    return bool(rows) and rows[0][0] is not None and rows[0][0] > old
 
 
 def half_written_checkpoint(checkpoints: Path) -> None:
@@ -126,9 +131,10 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(campaign: Campa
         until(f"job {name} RUNNING", lambda n=name: job_state(c.cluster, n) == "RUNNING", 120, stack)
         row: dict[str, Any] = {"run": i, "restart": sig.name if sig else None, "mark": when}
         if sig is not None:
+            old = newest_triggerer(c)
             row["healthy_s"] = round(restart(stack, "triggerer", sig), 1)
-            took = until("the training's trigger in the new triggerer",
-                         lambda r=run_id: trigger_runs_in_newest_triggerer(c, r), 120, stack)  # fmt: skip
+            moved = lambda r=run_id, o=old: trigger_runs_in_triggerer_after(c, r, o)  # noqa: E731
+            took = until("the training's trigger in the new triggerer", moved, 120, stack)
             row["reassigned_s"] = round(took, 1)
         if when == "after first answer":
             took = until(
