@@ -205,10 +205,11 @@ async def test_a_training_stopped_without_its_on_kill_is_cancelled_by_its_waits(
     from slurm_operator import naming
 
     (tmp_path / "checkpoints").mkdir()
-    comms({"pretrain.train": "failed"})
-    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, naming.job_name("d", "pretrain.train", "r1"))
+    comms({"p9.train": "failed"})  # not pretrain.train: the e2e tests look for those jobs by name
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, naming.job_name("d", "p9.train", "r1"))
     try:
         wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+        wait.watch_task_id = "p9.train"
         wait.task_instance = FakeTI()  # type: ignore[assignment]
         assert isinstance(await first_raw_event(wait), TaskSkippedEvent)
         assert hook.job_states([job]).records[job].state.value == "CANCELLED"
