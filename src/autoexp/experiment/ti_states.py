@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ _shared: dict[tuple[int, str, str, str], tuple[float, asyncio.Task[str | None]]]
 _warm: dict[int, asyncio.Task[Any]] = {}
 _first_asked: float | None = None  # when this process first asked (the parent's first answer is slow)
 _answered = False
+# Stops announced inside this triggerer, by (loop, dag, run, task): held only by the waits awaiting them.
+_stops: weakref.WeakValueDictionary[tuple[int, str, str, str], asyncio.Event] = weakref.WeakValueDictionary()
 
 
 def _comms() -> Any:
@@ -122,3 +125,19 @@ def warm_up(dag_id: str, run_id: str, task_id: str) -> None:
     if id(loop) in _warm or _comms() is None:
         return
     _warm[id(loop)] = loop.create_task(task_state(dag_id, run_id, task_id, limit_s=300))
+
+
+def stop_event(dag_id: str, run_id: str, task_id: str) -> asyncio.Event:
+    """Set when ``announce_stop`` is called for this task in this triggerer (keep a reference)."""
+    key = (id(asyncio.get_running_loop()), dag_id, run_id, task_id)
+    event = _stops.get(key)
+    if event is None:
+        event = _stops[key] = asyncio.Event()
+    return event
+
+
+def announce_stop(dag_id: str, run_id: str, task_id: str) -> None:
+    """A trigger of this process saw the task stopped: wake what waits on it now, not at its next poll."""
+    event = _stops.get((id(asyncio.get_running_loop()), dag_id, run_id, task_id))
+    if event is not None:
+        event.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -94,6 +95,13 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     async def _poll(self) -> AsyncIterator[TriggerEvent]:
         hook = AsyncSlurmHook(self.ssh_conn_id)
         settle = SettleTracker.new(self.settle_seconds)
+        ti = self.task_instance
+        # Woken at once when the training's job trigger in this triggerer cancels for a stop.
+        stop = (
+            ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
+            if ti and self.watch_task_id
+            else None
+        )
         last_ok = time.monotonic()
         ended: str | None = None
         ended_at = 0.0
@@ -125,7 +133,11 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
                         yield _event(status=events.ERROR, message=f"{self.path}: {exc}")
                         return
                     self.log.warning("polling %s failed, will retry: %s", self.path, exc)
-                await asyncio.sleep(self.poll_interval)
+                if stop is None or stop.is_set():
+                    await asyncio.sleep(self.poll_interval)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.poll_interval)
         except Exception as exc:
             self.log.exception("PhaseCheckpointTrigger for %s crashed", self.path)
             yield _event(status=events.ERROR, message=f"trigger crashed: {type(exc).__name__}: {exc}")
@@ -235,6 +247,9 @@ class CampaignJobTrigger(SlurmJobTrigger):
         self.log.info("Slurm job %s cancelled %.1f s into on_kill", self.job_id, time.monotonic() - started)
         if self.cancel_on_kill and self.stopped_path:
             await self._leave_stopped(state)
+        ti = self.task_instance
+        if ti is not None:
+            ti_states.announce_stop(ti.dag_id, ti.run_id, ti.task_id)
 
     async def _task_state(self) -> str | None:
         """The task instance's state now ("none" for none), None if unknown within state_timeout."""

@@ -186,6 +186,26 @@ async def test_the_stop_marker_skips_the_wait_without_the_task_state(
     assert isinstance(event, TaskSkippedEvent)
 
 
+async def test_a_stop_seen_by_the_training_s_trigger_wakes_its_waits_at_once(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    comms({"pretrain.train": "running"})
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+    wait.poll_interval = 300  # without the wake-up, the next look would be minutes away
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    pending = asyncio.ensure_future(first_raw_event(wait, limit_s=60))
+    await asyncio.sleep(3)  # the first poll is done, the wait naps
+    assert not pending.done()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "pretrain.stopped").write_text("Slurm job 7 cancelled: the task was failed\n")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    ti_states.announce_stop("d", "r1", "pretrain.train")
+    assert isinstance(await pending, TaskSkippedEvent)
+    assert loop.time() - start < 10
+
+
 def submit_sleeper(conn_id: str, tmp_path: Path, name: str = "sleeper") -> tuple[Any, str]:
     from slurm_operator.hooks import SlurmHook
 
