@@ -2,12 +2,14 @@
 
 The triggerer's parent process answers every trigger request (GetTaskStates included) on its one
 main thread, through an in-process Execution API app. The first request of the parent's life
-builds that app and Cadwyn's routers for every API version: 9-10 s of CPU, 13-31 s wall on this
-2-core box under load, 36 s seen in the field, during which the parent serves nothing: no answers,
-no cancellations, no events ("TriggerRunner subprocess event loop appears deadlocked", although
-it is the parent that is busy). A ``sync_to_async(RuntimeTaskInstance.get_task_states)`` in
-``on_kill`` waited for that answer with no limit of its own, outlasted ``on_kill``'s 30 s and never
-reached its scancel.
+builds that app and Cadwyn's routers for every API version: 9-10 s of CPU; measured in the
+triggerer 6-9 s on an idle 2-core box, 26-78 s under load, 36 s seen in the field. Meanwhile the
+parent serves nothing: no answers, no cancellations, no events ("TriggerRunner subprocess event
+loop appears deadlocked", although it is the parent that is busy). The old ``on_kill`` waited for
+that answer through ``sync_to_async(RuntimeTaskInstance.get_task_states)`` with no limit of its
+own, was cut off by the triggerer's 30 s ``on_kill`` limit and never reached its scancel. (Not a
+thread deadlock: ``TriggerCommsDecoder.send`` from a worker thread hands the request to the
+runner's loop with ``run_coroutine_threadsafe``; only the unbounded wait was wrong.)
 
 Here: the request goes over the runner's own async channel (``TriggerCommsDecoder.asend``, what
 ``send`` wraps for threads) under ``asyncio.timeout``, so a slow answer costs the caller at most its
