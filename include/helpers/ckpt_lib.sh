@@ -17,18 +17,37 @@ autoexp_tracker() {
     if [[ "$value" =~ ^[0-9]+$ ]]; then echo "$((10#$value))"; else echo -1; fi
 }
 
-# Succeed when iteration dir $1 holds a complete checkpoint in either Megatron format.
+# Succeed when file $1 ends with a zip end-of-central-directory record: torch.save writes a zip
+# archive whose central directory comes last, so a file cut short by a killed save lacks it.
+autoexp_zip_finished() {
+    [ "$(tail -c 22 "$1" 2>/dev/null | head -c 4 | od -An -tx1 | tr -d ' \n')" = "504b0506" ]
+}
+
+# Succeed when iteration dir $1 holds a complete checkpoint, judged by the files its format writes
+# last, never by sizes (the same rules as plugins/slurm_operator/checkpoints.py):
+# - torch_dist: megatron-core writes .metadata after the shards and metadata.json (a plain
+#   json.dump, no trailing newline) after that;
+# - legacy torch: every mp_rank_*/*.pt is a finished zip, and model_optim_rng.pt is among them;
+#   with $2 (the dir the tracker names) the rank folders and their files must be the same as there.
 autoexp_ckpt_complete() {
-    local dir="$1" f
-    if [ -f "$dir/metadata.json" ]; then
-        # torch_dist: the common part and the torch.distributed.checkpoint metadata are written last.
-        [ -s "$dir/common.pt" ] && [ -s "$dir/.metadata" ]
+    local dir="$1" ref="${2:-}" rank f ranks=0
+    if [ -e "$dir/metadata.json" ] || [ -e "$dir/.metadata" ]; then
+        [ -s "$dir/.metadata" ] && grep -q '"sharded_backend"' "$dir/metadata.json" 2>/dev/null \
+            && [ "$(tail -c 1 "$dir/metadata.json")" = "}" ]
         return
     fi
-    for f in "$dir"/mp_rank_*/model_optim_rng.pt; do
-        [ -s "$f" ] && return 0
+    for rank in "$dir"/mp_rank_*; do
+        [ -d "$rank" ] || continue
+        [ -f "$rank/model_optim_rng.pt" ] || return 1
+        for f in "$rank"/*.pt; do
+            autoexp_zip_finished "$f" || return 1
+        done
+        ranks=$((ranks + 1))
     done
-    return 1
+    [ "$ranks" -gt 0 ] || return 1
+    if [ -n "$ref" ] && [ "$ref" != "$dir" ] && compgen -G "$ref/mp_rank_*" >/dev/null; then
+        [ "$(cd "$dir" && echo mp_rank_*/*.pt)" = "$(cd "$ref" && echo mp_rank_*/*.pt)" ] || return 1
+    fi
 }
 
 # Print, ascending, the iterations of RUN_DIR $1 (>= MIN_ITER $2) that are real directories named
@@ -45,7 +64,7 @@ autoexp_ready_iters() {
         if [ ! -d "$path" ] || [ -L "$path" ]; then continue; fi
         iter=$((10#${base#iter_}))
         if [ "$iter" -lt "$min" ] || [ "$iter" -gt "$tracker" ]; then continue; fi
-        autoexp_ckpt_complete "$path" && echo "$iter"
+        autoexp_ckpt_complete "$path" "$ckpt/$(printf 'iter_%07d' "$tracker")" && echo "$iter"
     done | sort -n
 }
 

@@ -44,7 +44,8 @@ if [ "$ITER" -eq 0 ]; then
 fi
 
 if [ "$(autoexp_tracker "$PRETRAIN_CKPT")" -lt "$ITER" ] || [ ! -d "$PRETRAIN_CKPT/$NAME" ] \
-    || ! autoexp_ckpt_complete "$PRETRAIN_CKPT/$NAME"; then
+    || ! autoexp_ckpt_complete "$PRETRAIN_CKPT/$NAME" \
+        "$PRETRAIN_CKPT/$(printf 'iter_%07d' "$(autoexp_tracker "$PRETRAIN_CKPT")")"; then
     echo 0
     exit 0
 fi

@@ -13,15 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from slurm_operator import events
 from slurm_operator.async_hook import AsyncSlurmHook
-from slurm_operator.checkpoints import (
-    TRACKER_FILE,
-    SettleTracker,
-    TrackerParseError,
-    iteration_dirs,
-    layout_of,
-    parse_tracker,
-    snapshot,
-)
+from slurm_operator.checkpoints import SettleTracker, TrackerParseError, complete_iterations
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.naming import ON_KILL_REASON, cancel_marker_path
@@ -249,8 +241,8 @@ class RemotePathTrigger(BaseTrigger):
 
     ``mode="regex"``: ``pattern`` appears in the file ``path`` (read incrementally from ``log_offset``).
     ``mode="checkpoint"``: the Megatron checkpoint folder ``path`` has its tracker at ``iteration`` or
-    beyond, and that iteration's files exist and stayed unchanged for ``settle_seconds``; the event's
-    ``data["iterations"]`` lists every complete iteration up to the tracker.
+    beyond, and that iteration is complete by the files its format writes last (``checkpoints``), which
+    then stayed unchanged for ``settle_seconds``; ``data["iterations"]`` lists every complete one.
     ``min_defer_seconds``: as for SlurmJobTrigger (a condition that already holds must not fire
     before the scheduler has processed the deferral).
     """
@@ -367,32 +359,8 @@ class RemotePathTrigger(BaseTrigger):
         return complete[start : end if end >= 0 else None], chunk.next_offset, tail
 
     async def check_checkpoints(self, hook: AsyncSlurmHook, settle: SettleTracker) -> list[int] | None:
-        """Complete iterations once the target one is complete and settled; None while waiting."""
+        """Complete iterations once the target one is complete (by its format) and settled, else None."""
         assert self.iteration is not None
-        base = self.path.rstrip("/")
-        try:
-            latest = parse_tracker(await hook.read_text(f"{base}/{TRACKER_FILE}"))
-        except RemotePathNotFoundError:
-            return None
-        if latest is not None and latest < self.iteration:
-            return None
-        complete: list[int] = []
-        now = time.monotonic()
-        for it, name in sorted(iteration_dirs(await hook.list_dir(base)).items()):
-            if latest is not None and it > latest:
-                continue  # being written right now, the tracker has not moved yet
-            if await self._iteration_settled(hook, f"{base}/{name}", it, settle, now):
-                complete.append(it)
-        return complete if self.iteration in complete else None
-
-    async def _iteration_settled(
-        self, hook: AsyncSlurmHook, folder: str, iteration: int, settle: SettleTracker, now: float
-    ) -> bool:
-        layout = layout_of(await hook.list_dir(folder))
-        if not layout.recognised:
-            return settle.observe(iteration, None, now)
-        stats: dict[str, tuple[int, float] | None] = {}
-        for rel in layout.files:
-            st = await hook.stat(f"{folder}/{rel}")
-            stats[rel] = (st.size, st.mtime) if st.exists else None
-        return settle.observe(iteration, snapshot(stats), now)
+        return await complete_iterations(
+            hook, self.path.rstrip("/"), self.iteration, settle, time.monotonic()
+        )

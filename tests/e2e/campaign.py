@@ -6,6 +6,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.airflow_stack import AirflowStack
+from tests.fixtures.airflow_stack import start_stack as fixture_stack
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "config" / "demo.yaml"
 DAG_ID = "demo_demo_tiny_lr0.003_bs4"
@@ -33,6 +36,24 @@ def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any
     """A real Airflow (LocalExecutor, PostgreSQL) that parses only ``config``, with the Slurm pool created."""
     # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
     stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
+    create_pool(stack)
+    return stack
+
+
+def start_module_stack(home: Path, config: Path, demo_dir: Path, **extra_env: str) -> AirflowStack:
+    """``start_stack`` for a module fixture (one stack shared by a module's tests); the caller stops it."""
+    env = {"AUTOEXP_CONFIGS": str(config), "AUTOEXP_DEMO_DIR": str(demo_dir), **extra_env}
+    stack = fixture_stack(home, REPO / "dags", env)
+    try:
+        create_pool(stack)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+def create_pool(stack: AirflowStack) -> None:
+    """The config's pool, deferred tasks included (as docs/dag-factory.md tells users to)."""
     subprocess.run(
         [str(REPO / ".venv/bin/airflow"), "pools", "set", "slurm_local", "4", "local", "--include-deferred"],
         check=True,
@@ -40,4 +61,3 @@ def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any
         capture_output=True,
         timeout=120,
     )
-    return stack

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_operator import naming
 
 from tests.e2e.campaign import DAG_ID, REPO, reduced_config, start_stack
 
@@ -66,7 +67,9 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
     # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
     stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
-    before = wait_for_jobs(cluster, "-pretrain.train-", "RUNNING", timeout=120)
+    # This run's job only: other tests of the session leave pretrain.train jobs in accounting too.
+    train_job = naming.job_name(DAG_ID, "pretrain.train", run_id)
+    before = wait_for_jobs(cluster, train_job, "RUNNING", timeout=120)
     assert len(before) == 1, before
     stack.api(
         "POST",
@@ -78,7 +81,7 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     # The cleared task's next try found the job it had recorded; the trigger's on_kill left it running.
     retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
     assert "re-attaching to recorded Slurm job" in retry_log
-    after = sacct_names(cluster, "-pretrain.train-")
+    after = sacct_names(cluster, train_job)
     assert after == [before[0].rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
     run_dir = demo_dir / "runs" / "demo_tiny_lr0.003_bs4"
     for results in (

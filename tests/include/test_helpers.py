@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import checkpoint_layouts as layouts
+
 HELPERS = Path(__file__).resolve().parents[2] / "include" / "helpers"
 
 
@@ -26,17 +28,12 @@ def helper(name: str, *args: object) -> str:
 
 
 def make_ckpt(ckpts: Path, it: int, *, complete: bool = True, dist: bool = False) -> Path:
-    d = ckpts / f"iter_{it:07d}"
+    """A Megatron save with its real format markers; incomplete: killed before its last writes."""
     if dist:
-        d.mkdir(parents=True)
-        (d / "metadata.json").write_text("{}")
-        (d / "__0_0.distcp").write_bytes(b"x")
-        if complete:
-            (d / ".metadata").write_bytes(b"x")
-            (d / "common.pt").write_bytes(b"x")
-    else:
-        (d / "mp_rank_00").mkdir(parents=True)
-        (d / "mp_rank_00" / "model_optim_rng.pt").write_bytes(b"x" if complete else b"")
+        return layouts.torch_dist(ckpts, it, stop_before=None if complete else ".metadata", tracker=False)
+    d = layouts.legacy(ckpts, it, tracker=False)
+    if not complete:
+        layouts.cut_short(d / "mp_rank_00" / "model_optim_rng.pt")
     return d
 
 
@@ -139,6 +136,30 @@ def test_convert_helper_ignores_partial_and_untracked_and_symlinked(run_dir: Pat
     assert helper("convert_helper.sh", run_dir) == "0"
     set_tracker(ckpts, 80)
     assert helper("convert_helper.sh", run_dir) == "1"
+
+
+def ready_iters(run: Path) -> list[int]:
+    proc = subprocess.run(
+        ["bash", "-c", f'source {HELPERS / "ckpt_lib.sh"}; autoexp_ready_iters "$1"', "-", str(run)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return [int(x) for x in proc.stdout.split()]
+
+
+def test_a_cut_short_checkpoint_is_never_ready_however_far_the_tracker_moved(tmp_path: Path) -> None:
+    ckpts = tmp_path / "run" / "checkpoints"
+    layouts.legacy(ckpts, 400, ranks=("mp_rank_00", "mp_rank_01"))
+    layouts.cut_short(
+        layouts.legacy(ckpts, 500, ranks=("mp_rank_00", "mp_rank_01")) / "mp_rank_01" / "model_optim_rng.pt"
+    )
+    layouts.legacy(ckpts, 600, ranks=("mp_rank_00",))  # rank 1 never started writing
+    layouts.legacy(ckpts, 800, ranks=("mp_rank_00", "mp_rank_01"))
+    layouts.torch_dist(ckpts, 700, stop_before="metadata.json", tracker=False)
+    cut = layouts.torch_dist(ckpts, 750, tracker=False)
+    layouts.cut_short(cut / "metadata.json")
+    assert ready_iters(tmp_path / "run") == [400, 800]
+    # Nor may the convert template be asked for it (it checks the same list before converting).
+    assert helper("convert_helper.sh", tmp_path / "run", 500) == "1"  # only 800 is pending
 
 
 def test_convert_helper_min_iter_and_seed_call_form(run_dir: Path) -> None:

@@ -194,6 +194,8 @@ async def test_regex_trigger_finds_a_marker_split_across_reads(cluster: FakeClus
 async def test_checkpoint_trigger_lists_complete_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
     class Tree:
         async def read_text(self, path: str) -> str:
+            if path == "/ckpt/iter_0000200/metadata.json":
+                return '{"sharded_backend": "torch_dist", "sharded_backend_version": 1}'
             assert path == "/ckpt/latest_checkpointed_iteration.txt"
             return "200\n"
 
@@ -206,12 +208,18 @@ async def test_checkpoint_trigger_lists_complete_iterations(monkeypatch: pytest.
                     "latest_checkpointed_iteration.txt",
                 ],
                 "/ckpt/iter_0000100": ["mp_rank_00"],
-                "/ckpt/iter_0000200": ["metadata.json", "__0_0.distcp"],
+                "/ckpt/iter_0000100/mp_rank_00": ["model_optim_rng.pt"],
+                "/ckpt/iter_0000200": [".metadata", "__0_0.distcp", "metadata.json"],
                 "/ckpt/iter_0000300": ["metadata.json"],
             }[path]
 
         async def stat(self, path: str) -> Any:
-            return type("St", (), {"exists": True, "size": 10, "mtime": 1.0})()
+            return type("St", (), {"exists": True, "size": 100, "mtime": 1.0})()
+
+        async def read_log(self, path: str, offset: int, max_bytes: int) -> Any:
+            # The last bytes of a whole torch.save (zip) file: its end-of-central-directory record.
+            assert (path, offset, max_bytes) == ("/ckpt/iter_0000100/mp_rank_00/model_optim_rng.pt", 78, 22)
+            return type("Chunk", (), {"text": "PK\x05\x06" + "\x00" * 18})()
 
     monkeypatch.setattr(triggers, "AsyncSlurmHook", lambda _c: Tree())
     (ev,) = await _events(RemotePathTrigger(**{**PATH_KWARGS, "iteration": 200}))

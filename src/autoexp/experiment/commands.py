@@ -53,6 +53,6 @@ def all_say_one(commands: list[str]) -> str:
     return f"if {tests}; then echo 1; else echo 0; fi"
 
 
-def remove_file(path: str) -> str:
-    """Remove one file if it exists (never fails)."""
-    return f"rm -f -- {shlex.quote(path)}"
+def remove_file(*paths: str) -> str:
+    """Remove files if they exist (never fails)."""
+    return "rm -f -- " + " ".join(shlex.quote(p) for p in paths)

@@ -22,6 +22,7 @@ from autoexp.experiment import cache, commands, tasks
 from autoexp.experiment.docs import doc_md
 from autoexp.experiment.notify import CampaignNotifier
 from autoexp.experiment.operators import (
+    TRAIN_TASK,
     CampaignSlurmOperator,
     CheckpointWait,
     ReportOperator,
@@ -196,7 +197,7 @@ def _phase_tasks(
         completion, notes = _train_completion(phase)
         out = phase.train.output_file
         train = CampaignSlurmOperator(
-            task_id="train",
+            task_id=TRAIN_TASK,
             phase=phase.key,
             start_condition=phase.train.start_condition_cmd,
             state_dir=state_dir,

@@ -18,7 +18,9 @@ from autoexp.experiment import commands, tasks
 from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 
 T = TypeVar("T")
-FAILED, FINISHED = "failed", "finished"
+FAILED, FINISHED, STOPPED = "failed", "finished", "stopped"
+# The training task's id inside its phase's task group (the factory builds it, the waits watch it).
+TRAIN_TASK = "train"
 
 
 def gate(context: Context, phase: str) -> None:
@@ -50,8 +52,9 @@ class CampaignSlurmOperator(SlurmOperator):
         (AutoExperiment runs it before every submission; the seed's helpers are idempotent); it
         must print 1.
     :param state_dir: where the outcome markers go (training tasks only). The last try of a failed
-        training writes ``<phase>.failed``, a success ``<phase>.finished``; the phase's checkpoint
-        waits watch them and stop waiting at once instead of for the whole wait budget.
+        training writes ``<phase>.failed``, a success ``<phase>.finished``, and its job trigger
+        ``<phase>.stopped`` when a user stops the task while it waits; the phase's checkpoint waits
+        watch them and stop waiting at once instead of for the whole wait budget.
     """
 
     def __init__(self, *, phase: str, start_condition: str = "", state_dir: str = "", **kwargs: Any) -> None:
@@ -68,15 +71,19 @@ class CampaignSlurmOperator(SlurmOperator):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         gate(context, self.phase)
         self._apply_params(context)
+        self._run_id = str(context["run_id"])
         if self.state_dir:
             # A new try (retry or clear): the verdict of an earlier try no longer holds.
-            self._hook().run(commands.remove_file(self._marker(context, FAILED)))
+            self._hook().run(
+                commands.remove_file(self._marker(context, FAILED), self._marker(context, STOPPED))
+            )
         if self.start_condition:
             tasks.check_start_condition(self._hook(), self.start_condition, self.task_id)
         return self._guard(context, lambda: super(CampaignSlurmOperator, self).execute(context))
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
+        self._run_id = str(context["run_id"])
         return self._guard(
             context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
         )
@@ -89,9 +96,14 @@ class CampaignSlurmOperator(SlurmOperator):
         kwargs: dict[str, Any] | None = None,
         timeout: timedelta | int | float | None = None,
     ) -> NoReturn:
-        """Wait on a CampaignJobTrigger: clearing the task keeps its job for the re-attach."""
+        """Wait on a CampaignJobTrigger: clearing the task keeps its job for the re-attach, stopping it
+        cancels the job and leaves the stop marker for the waits."""
         if type(trigger) is SlurmJobTrigger:
-            trigger = CampaignJobTrigger(**trigger.serialize()[1])
+            run_id = getattr(self, "_run_id", None)
+            stopped = (
+                outcome_path(self.state_dir, run_id, self.phase, STOPPED) if self.state_dir and run_id else ""
+            )
+            trigger = CampaignJobTrigger(**trigger.serialize()[1], stopped_path=stopped)
         super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
     def _marker(self, context: Context, outcome: str) -> str:
@@ -121,7 +133,8 @@ class CampaignSlurmOperator(SlurmOperator):
 
 
 class CheckpointWait(BaseOperator):
-    """Wait (deferred) until a checkpoint iteration is complete; fail fast when its training has ended.
+    """Wait (deferred) until a checkpoint iteration is complete; fail fast when its training has ended,
+    skip at once when a user stopped it (see PhaseCheckpointTrigger).
 
     A plain BaseOperator rather than a sensor: it is always deferrable, and building it at parse
     time is cheaper (no sensor settings to read).
@@ -174,6 +187,8 @@ class CheckpointWait(BaseOperator):
                 poll_interval=self.poll_interval,
                 failed_path=outcome_path(self.state_dir, run_id, self.watch_phase, FAILED),
                 finished_path=outcome_path(self.state_dir, run_id, self.watch_phase, FINISHED),
+                stopped_path=outcome_path(self.state_dir, run_id, self.watch_phase, STOPPED),
+                watch_task_id=f"{self.watch_phase}.{TRAIN_TASK}",
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout_secs),

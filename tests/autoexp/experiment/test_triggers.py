@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from airflow.sdk._shared.module_loading import import_string
+from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
 from slurm_operator.events import SlurmEvent
 
-from autoexp.experiment.triggers import PhaseCheckpointTrigger
+from autoexp.experiment import ti_states
+from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
+from tests.fixtures import checkpoint_layouts as layouts
 
 pytestmark = pytest.mark.slurm
 
@@ -22,6 +25,8 @@ def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpoi
         iteration=iteration,
         failed_path=str(base / "state" / "pretrain.failed"),
         finished_path=str(base / "state" / "pretrain.finished"),
+        stopped_path=str(base / "state" / "pretrain.stopped"),
+        watch_task_id="pretrain.train",
         settle_seconds=0.3,
         poll_interval=0.2,
         grace=1.0,
@@ -29,19 +34,20 @@ def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpoi
     )
 
 
-async def first_event(trigger: PhaseCheckpointTrigger) -> SlurmEvent:
-    async with asyncio.timeout(60):
+async def first_raw_event(trigger: PhaseCheckpointTrigger, limit_s: float = 60) -> TriggerEvent:
+    async with asyncio.timeout(limit_s):
         async for event in trigger.run():
-            return SlurmEvent.from_payload(event.payload)
+            return event
     raise AssertionError("the trigger ended without an event")
+
+
+async def first_event(trigger: PhaseCheckpointTrigger) -> SlurmEvent:
+    return SlurmEvent.from_payload((await first_raw_event(trigger)).payload)
 
 
 def save_legacy_checkpoint(checkpoints: Path, iteration: int) -> None:
     """What Megatron leaves for a legacy-format save: the iteration folder, then the tracker."""
-    rank = checkpoints / f"iter_{iteration:07d}" / "mp_rank_00"
-    rank.mkdir(parents=True)
-    (rank / "model_optim_rng.pt").write_bytes(b"weights")
-    (checkpoints / "latest_checkpointed_iteration.txt").write_text(str(iteration))
+    layouts.legacy(checkpoints, iteration)
 
 
 def test_serialize_round_trips_through_an_importable_classpath(tmp_path: Path) -> None:
@@ -85,40 +91,203 @@ async def test_finished_training_without_the_iteration_ends_the_wait(
     assert "without saving it" in event.message
 
 
+async def test_a_half_written_checkpoint_is_never_reported_however_far_the_tracker_moved(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    ckpts = tmp_path / "checkpoints"
+    layouts.legacy(ckpts, 400)
+    layouts.cut_short(layouts.legacy(ckpts, 500) / "mp_rank_00" / "model_optim_rng.pt")
+    layouts.legacy(ckpts, 800)
+    event = await first_event(make_trigger(slurm_cluster.conn_id, tmp_path, iteration=800))
+    assert (event.status, event.data["iterations"]) == ("success", [400, 800])
+    with pytest.raises(TimeoutError):  # over SSH, many polls: never complete
+        await first_raw_event(make_trigger(slurm_cluster.conn_id, tmp_path, iteration=500), limit_s=5)
+
+
 class FakeTI:
-    """The task instance the triggerer attaches to a trigger (only what on_kill reads)."""
+    """The task instance the triggerer attaches to a trigger (only what the triggers read)."""
 
     dag_id, task_id, run_id, map_index = "d", "pretrain.train", "r1", -1
 
 
-@pytest.mark.parametrize(("state", "cancelled"), [(None, False), ("restarting", False), ("failed", True)])
-async def test_clearing_keeps_the_job_and_marking_failed_cancels_it(
-    slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str | None, cancelled: bool
+class FakeComms:
+    """The triggerer runner's async channel to its parent (``TriggerCommsDecoder.asend``).
+
+    ``delay``: seconds before the answer (None: never, like a parent busy building its API app).
+    """
+
+    def __init__(self, states: dict[str, str | None], delay: float | None = 0.0) -> None:
+        self.states, self.delay, self.asked = states, delay, 0
+
+    async def asend(self, msg: Any) -> Any:
+        from airflow.sdk.execution_time.comms import TaskStatesResult
+
+        self.asked += 1
+        assert msg.run_ids == ["r1"]
+        await asyncio.sleep(3600 if self.delay is None else self.delay)
+        return TaskStatesResult(task_states={"r1": {t: self.states.get(t) for t in msg.task_ids}})
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from airflow.sdk.execution_time import task_runner
+
+    def install(states: dict[str, str | None], delay: float | None = 0.0) -> FakeComms:
+        fake = FakeComms(states, delay)
+        monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", fake, raising=False)
+        return fake
+
+    return install
+
+
+@pytest.mark.parametrize("state", ["failed", "success", "skipped"])
+async def test_a_stopped_training_skips_the_wait_at_once(
+    slurm_cluster: Any, tmp_path: Path, comms: Any, state: str
 ) -> None:
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    (tmp_path / "checkpoints").mkdir()
+    comms({"pretrain.train": state})
+    waits = [make_trigger(slurm_cluster.conn_id, tmp_path, iteration=it) for it in (20, 40, 60)]
+    for wait in waits:
+        wait.task_instance = FakeTI()  # type: ignore[assignment]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    events = await asyncio.gather(*(first_raw_event(w) for w in waits))
+    assert all(isinstance(e, TaskSkippedEvent) for e in events), events
+    assert loop.time() - start < 30  # one poll (seconds; more with load 30 here), not the wait budget
+
+
+async def test_the_waits_of_a_run_share_one_answer_per_half_poll(comms: Any) -> None:
+    fake = comms({"pretrain.train": "running"}, delay=0.2)
+    ask = [ti_states.shared_task_state("d", "r1", "pretrain.train", max_age=30) for _ in range(20)]
+    assert await asyncio.gather(*ask) == ["running"] * 20
+    assert fake.asked == 1
+    assert await ti_states.shared_task_state("d", "r1", "pretrain.train", max_age=0) == "running"
+    assert fake.asked == 2
+
+
+async def test_a_cleared_or_retrying_training_keeps_the_wait(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    comms({"pretrain.train": "up_for_retry"})
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    with pytest.raises(TimeoutError):
+        await first_raw_event(wait, limit_s=3)
+
+
+async def test_the_stop_marker_skips_the_wait_without_the_task_state(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "pretrain.stopped").write_text("Slurm job 7 cancelled: the task was failed\n")
+    event = await first_raw_event(make_trigger(slurm_cluster.conn_id, tmp_path))  # no task instance at all
+    assert isinstance(event, TaskSkippedEvent)
+
+
+async def test_a_stop_seen_by_the_training_s_trigger_wakes_its_waits_at_once(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    comms({"pretrain.train": "running"})
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+    wait.poll_interval = 300  # without the wake-up, the next look would be minutes away
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    pending = asyncio.ensure_future(first_raw_event(wait, limit_s=60))
+    await asyncio.sleep(3)  # the first poll is done, the wait naps
+    assert not pending.done()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "pretrain.stopped").write_text("Slurm job 7 cancelled: the task was failed\n")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    ti_states.announce_stop("d", "r1", "pretrain.train")
+    assert isinstance(await pending, TaskSkippedEvent)
+    assert loop.time() - start < 10
+
+
+def submit_sleeper(conn_id: str, tmp_path: Path, name: str = "sleeper") -> tuple[Any, str]:
     from slurm_operator.hooks import SlurmHook
 
-    from autoexp.experiment.triggers import CampaignJobTrigger
-
-    def states(**kwargs: Any) -> dict[str, dict[str, str | None]]:
-        # The triggerer answers from the metadata DB; this test has none, so it answers what a clear
-        # (no state, restarting) or a mark-failed leaves there.
-        assert kwargs["task_ids"] == ["pretrain.train"]
-        return {"r1": {"pretrain.train": state}}
-
-    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
-    hook = SlurmHook(slurm_cluster.conn_id)
+    hook = SlurmHook(conn_id)
     job = hook.submit(
         script="#!/bin/bash\nsleep 120\n",
         upload_to=str(tmp_path / "job.sh"),
-        sbatch_args=["--output=/dev/null"],
+        sbatch_args=["--output=/dev/null", f"--job-name={name}"],
     )
+    return hook, job
+
+
+async def test_a_training_stopped_without_its_on_kill_is_cancelled_by_its_waits(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    """Marked failed while its trigger was not running (a triggerer restarting or frozen): no on_kill."""
+    from slurm_operator import naming
+
+    (tmp_path / "checkpoints").mkdir()
+    comms({"p9.train": "failed"})  # not pretrain.train: the e2e tests look for those jobs by name
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, naming.job_name("d", "p9.train", "r1"))
     try:
-        trigger = CampaignJobTrigger(ssh_conn_id=slurm_cluster.conn_id, job_id=job)
-        trigger.task_instance = FakeTI()  # type: ignore[assignment]
-        assert trigger.serialize()[0] == "autoexp.experiment.triggers.CampaignJobTrigger"
+        wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+        wait.watch_task_id = "p9.train"
+        wait.task_instance = FakeTI()  # type: ignore[assignment]
+        assert isinstance(await first_raw_event(wait), TaskSkippedEvent)
+        assert hook.job_states([job]).records[job].state.value == "CANCELLED"
+    finally:
+        hook.cancel(job)
+
+
+def job_trigger(conn_id: str, job: str, tmp_path: Path) -> CampaignJobTrigger:
+    trigger = CampaignJobTrigger(
+        ssh_conn_id=conn_id,
+        job_id=job,
+        stopped_path=str(tmp_path / "state" / "pretrain.stopped"),
+        state_timeout=2,
+    )
+    trigger.task_instance = FakeTI()  # type: ignore[assignment]
+    return trigger
+
+
+@pytest.mark.parametrize(("state", "cancelled"), [(None, False), ("restarting", False), ("failed", True)])
+async def test_clearing_keeps_the_job_and_marking_failed_cancels_it(
+    slurm_cluster: Any, tmp_path: Path, comms: Any, state: str | None, cancelled: bool
+) -> None:
+    # The triggerer answers from the metadata DB; this test has none, so it answers what a clear
+    # (no state, restarting) or a mark-failed leaves there.
+    comms({"pretrain.train": state})
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path)
+    try:
+        trigger = job_trigger(slurm_cluster.conn_id, job, tmp_path)
+        path, kwargs = trigger.serialize()
+        assert path == "autoexp.experiment.triggers.CampaignJobTrigger"
+        assert import_string(path)(**kwargs).serialize() == (path, kwargs)
         await trigger.on_kill()
         record = hook.job_states([job]).records[job]
         assert (record.state.value == "CANCELLED") is cancelled, record
+        marker = tmp_path / "state" / "pretrain.stopped"
+        assert marker.exists() is cancelled
+        if cancelled:
+            assert marker.read_text() == f"Slurm job {job} cancelled: the task was failed\n"
     finally:
         hook.cancel(job)
+
+
+async def test_a_state_that_does_not_come_in_time_cancels_within_the_limit(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    comms({}, delay=None)  # the parent never answers (it was seen silent for 36 s)
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path)
+    try:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await job_trigger(slurm_cluster.conn_id, job, tmp_path).on_kill()
+        took = loop.time() - start
+        assert hook.job_states([job]).records[job].state.value == "CANCELLED"
+        assert 2 <= took < 10, took  # state_timeout, then scancel; far from the triggerer's 30 s
+        assert "state unknown" in (tmp_path / "state" / "pretrain.stopped").read_text()
+    finally:
+        hook.cancel(job)
+
+
+async def test_outside_a_triggerer_the_state_is_unknown() -> None:
+    assert await ti_states.task_state("d", "r1", "t") is None

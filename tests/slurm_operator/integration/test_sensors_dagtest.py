@@ -10,6 +10,7 @@ from airflow.sdk import DAG, BaseOperator
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.sensors import CheckpointSensor, SlurmLogSensor
 
+from tests.fixtures import checkpoint_layouts as layouts
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, task_states, xcom_value
 from tests.fixtures.slurm_cluster import LocalCluster
 
@@ -56,15 +57,9 @@ def test_log_sensor_returns_the_line_a_running_job_writes(
 
 def make_checkpoints(root: Path) -> None:
     """Tracker at 200; iteration 100 legacy, 200 torch_dist, 300 still being written."""
-    legacy = root / "iter_0000100" / "mp_rank_00"
-    legacy.mkdir(parents=True)
-    (legacy / "model_optim_rng.pt").write_bytes(b"x" * 10)
-    dist = root / "iter_0000200"
-    dist.mkdir()
-    (dist / "metadata.json").write_text("{}")
-    (dist / "__0_0.distcp").write_bytes(b"y" * 10)
+    layouts.legacy(root, 100)
+    layouts.torch_dist(root, 200)
     (root / "iter_0000300").mkdir()  # being written: beyond the tracker, never listed
-    (root / "latest_checkpointed_iteration.txt").write_text("200\n")
 
 
 def _ckpt_sensor(cluster: LocalCluster, folder: Path) -> CheckpointSensor:
