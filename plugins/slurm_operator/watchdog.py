@@ -11,7 +11,7 @@ from slurm_operator.states import ACTIVE_STATES, TERMINAL_STATES, SlurmState
 
 # Seconds a job may sit in a state the plugin cannot classify before the wait gives up.
 DEFAULT_UNKNOWN_TIMEOUT = 1800.0
-# Seconds of the first stretch of a run in which no job is judged hung. Megatron's start-up (NCCL
+# Seconds of the first stretch of a run in which no job is judged hung. A training's start-up (NCCL
 # init across nodes, building or loading the dataset index of a large blend, loading a checkpoint
 # from a parallel file system) can be silent for tens of minutes; a false "hung" there would kill a
 # healthy start and repeat it attempt after attempt, while a real hang in start-up costs at most
