@@ -39,7 +39,7 @@ class Decision:
 class Attempt:
     """One submission of the task's sbatch script, kept in the operator's XCom result.
 
-    ``progress`` is the progress probe's output after the job ended (e.g. Megatron's checkpoint
+    ``progress`` is the progress probe's output after the job ended (e.g. a training's checkpoint
     tracker value); ``elapsed``/``alloc_tres`` come from sacct for GPU-hour accounting.
     ``try_number`` is the Airflow try that submitted (or re-attached to) the job; ``verdict`` the
     operator's judgment of its end (``Verdict`` value), None while it is not judged: a later try
