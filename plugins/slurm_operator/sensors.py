@@ -104,9 +104,10 @@ class SlurmLogSensor(BaseSensorOperator):
 class CheckpointSensor(BaseSensorOperator):
     """Wait until a Megatron checkpoint folder holds a complete ``iteration``.
 
-    Complete: ``latest_checkpointed_iteration.txt`` is at ``iteration`` or beyond and
-    ``iter_%07d`` holds its files (torch_dist ``metadata.json`` + ``*.distcp``, or legacy
-    ``mp_rank_*/model_optim_rng.pt``) unchanged in size and mtime for ``settle_seconds``.
+    Complete by the markers its format writes last, never by sizes or age (see ``checkpoints``):
+    the tracker is at ``iteration`` or beyond and ``iter_%07d`` holds torch_dist's ``metadata.json``
+    and ``.metadata``, or legacy ``*.pt`` files that each end with their zip directory; the probe
+    must then read the same for ``settle_seconds``.
     Returns the sorted list of complete iterations up to the tracker (for ``.expand()``).
     ``min_defer_seconds``: shortest deferral (see SlurmJobTrigger: a 3.3.2 scheduler race).
     """

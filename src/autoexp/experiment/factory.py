@@ -101,6 +101,12 @@ def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:
     return attempts * phase.time_limit_secs + _QUEUE_SLACK
 
 
+def _train_output(phase: PhasePlan) -> str:
+    """The ``--output`` pattern of a phase's training (its waits derive the cancel marker from it)."""
+    out = phase.train.output_file
+    return f"{posixpath.dirname(out) or phase.run_dir}/{_stem(out) or 'train'}-%j.out"
+
+
 def _checkpoint_group(
     phase: PhasePlan, settings: AirflowSettings, script_path: str, remote_dir: str, poll: float
 ) -> Any:
@@ -139,6 +145,7 @@ def _checkpoint_group(
             iteration=arg("iteration"),
             state_dir=state_dir,
             watch_phase=phase.key,
+            watch_output=_train_output(phase),
             timeout_secs=budget,
             poll_interval=poll,
             settle_seconds=settings.checkpoint_settle_secs,
@@ -189,13 +196,13 @@ def _phase_tasks(
                     iteration=phase.start_iter,
                     state_dir=state_dir,
                     watch_phase=plan.pretrain.key,
+                    watch_output=_train_output(plan.pretrain),
                     timeout_secs=wait_budget(plan.pretrain, settings),
                     poll_interval=poll,
                     settle_seconds=settings.checkpoint_settle_secs,
                 )
             ]
         completion, notes = _train_completion(phase)
-        out = phase.train.output_file
         train = CampaignSlurmOperator(
             task_id=TRAIN_TASK,
             phase=phase.key,
@@ -204,7 +211,7 @@ def _phase_tasks(
             ssh_conn_id=settings.ssh_conn_id,
             script_path=scripts[phase.train.name],
             remote_dir=remote_dir,
-            output_path=f"{posixpath.dirname(out) or phase.run_dir}/{_stem(out) or 'train'}-%j.out",
+            output_path=_train_output(phase),
             completion_regex=phase.train.termination_str or None,
             completion_command=completion,
             progress_command=commands.tracker_value(phase.checkpoint_dir),

@@ -117,7 +117,8 @@ class CampaignSlurmOperator(SlurmOperator):
             ti = context["ti"]
             max_tries = getattr(ti, "max_tries", None)
             last = ti.try_number > (int(self.retries or 0) if max_tries is None else int(max_tries))
-            if self.state_dir and last:
+            # AirflowFailException ends the task without retries, whatever try this is.
+            if self.state_dir and (last or isinstance(exc, AirflowFailException)):
                 self._leave(context, FAILED, f"{type(exc).__name__}: {exc}"[-2000:])
             raise
         if self.state_dir:
@@ -144,6 +145,7 @@ class CheckpointWait(BaseOperator):
     :param iteration: the iteration (templated: a mapped task group passes it per instance).
     :param state_dir: where the training task of ``watch_phase`` leaves its outcome markers.
     :param watch_phase: the phase whose training writes this checkpoint.
+    :param watch_output: that training's ``--output`` pattern (a cancel by the wait leaves its marker).
     :param timeout_secs: the wait budget (derived from the training's time budget).
     """
 
@@ -160,6 +162,7 @@ class CheckpointWait(BaseOperator):
         state_dir: str,
         watch_phase: str,
         timeout_secs: float,
+        watch_output: str = "",
         poll_interval: float = 60,
         settle_seconds: float = 30,
         **kwargs: Any,
@@ -171,6 +174,7 @@ class CheckpointWait(BaseOperator):
         self.iteration = iteration
         self.state_dir = state_dir
         self.watch_phase = watch_phase
+        self.watch_output = watch_output
         self.timeout_secs = timeout_secs
         self.poll_interval = poll_interval
         self.settle_seconds = settle_seconds
@@ -189,6 +193,7 @@ class CheckpointWait(BaseOperator):
                 finished_path=outcome_path(self.state_dir, run_id, self.watch_phase, FINISHED),
                 stopped_path=outcome_path(self.state_dir, run_id, self.watch_phase, STOPPED),
                 watch_task_id=f"{self.watch_phase}.{TRAIN_TASK}",
+                watch_output=self.watch_output,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout_secs),

@@ -38,6 +38,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     :param finished_path: marker of a training that succeeded without saving the iteration.
     :param stopped_path: marker the training's job trigger writes when it cancels the job because a
         user stopped the task (marked it failed or success): the wait is skipped.
+    :param watch_output: the training's ``--output`` pattern: a cancel by this wait leaves the cancel
+        marker next to the job's log, so a later re-attach knows the cancel was ours, not a person's.
     :param watch_task_id: the training's task id in this run; stopped (``ti_states.STOPPED``)
         without a failed/finished marker: the wait is skipped. Read through the triggerer, one
         request per half poll interval for all the waits of a run; "" turns it off.
@@ -62,6 +64,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         min_defer_seconds: float = 10.0,
         stopped_path: str = "",
         watch_task_id: str = "",
+        watch_output: str = "",
         **_: Any,
     ) -> None:
         super().__init__(
@@ -77,6 +80,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self.finished_path = finished_path
         self.stopped_path = stopped_path
         self.watch_task_id = watch_task_id
+        self.watch_output = watch_output
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
         self.min_defer_seconds = min_defer_seconds
 
@@ -181,7 +185,11 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
                 name,
                 record.state.value,
             )
-            await hook.cancel(record.job_id)
+            marker = None
+            if self.watch_output:
+                log_path = naming.resolve_output_path(self.watch_output, record.job_id, name)
+                marker = naming.cancel_marker_path(log_path)
+            await hook.cancel(record.job_id, marker=marker, reason=naming.ON_KILL_REASON)
 
     def _ended(self, why: str) -> TriggerEvent:
         message = f"iteration {self.iteration} of {self.path} will not come: {why}"

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from autoexp.experiment.operators import CampaignSlurmOperator, ReportOperator, gate, outcome_path
 
@@ -42,6 +42,20 @@ def test_only_the_last_failed_try_leaves_the_failed_marker(slurm_cluster: Any, t
     with pytest.raises(RuntimeError, match="without progress"):
         op._guard(context(2, 1), boom)
     assert failed.read_text() == "RuntimeError: 3 attempts without progress\n"
+
+
+@pytest.mark.slurm
+def test_a_failure_without_retry_leaves_the_failed_marker_at_once(slurm_cluster: Any, tmp_path: Path) -> None:
+    """AirflowFailException (an outside cancel, an ended training) skips the retries: last try."""
+    op = train_task(slurm_cluster.conn_id, tmp_path)
+
+    def cancelled() -> None:
+        raise AirflowFailException("Slurm job 7 was cancelled by alice")
+
+    with pytest.raises(AirflowFailException):
+        op._guard(context(1, 1), cancelled)
+    failed = Path(outcome_path(str(tmp_path), "manual__1", "pretrain", "failed"))
+    assert failed.read_text() == "AirflowFailException: Slurm job 7 was cancelled by alice\n"
 
 
 @pytest.mark.slurm

@@ -226,13 +226,19 @@ async def test_a_training_stopped_without_its_on_kill_is_cancelled_by_its_waits(
 
     (tmp_path / "checkpoints").mkdir()
     comms({"p9.train": "failed"})  # not pretrain.train: the e2e tests look for those jobs by name
-    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, naming.job_name("d", "p9.train", "r1"))
+    name = naming.job_name("d", "p9.train", "r1")
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, name)
     try:
         wait = make_trigger(slurm_cluster.conn_id, tmp_path)
         wait.watch_task_id = "p9.train"
+        wait.watch_output = str(tmp_path / "train-%j.out")
         wait.task_instance = FakeTI()  # type: ignore[assignment]
         assert isinstance(await first_raw_event(wait), TaskSkippedEvent)
         assert hook.job_states([job]).records[job].state.value == "CANCELLED"
+        # The cancel marker says the cancel was ours: a later clear resubmits instead of reading
+        # it as a person's cancel (which would end the task without a retry).
+        marker = tmp_path / f"train-{job}.out.airflow-cancel"
+        assert marker.read_text() == naming.ON_KILL_REASON + "\n"
     finally:
         hook.cancel(job)
 
