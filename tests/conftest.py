@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -30,3 +31,29 @@ pytest_plugins = [
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The process that started the session's server stops it (a no-op in xdist workers)."""
     session.tear_down()
+
+
+@pytest.fixture
+def figure(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Record a measured figure (a fault's delay, a relay count): printed in the run's summary."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append(("figure", text))
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The figures the tests measured (xdist carries user_properties back in the reports)."""
+    lines = [
+        f"{report.nodeid.rsplit('::', 1)[-1]}: {value}"
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if report.when == "call"
+        for key, value in report.user_properties
+        if key == "figure"
+    ]
+    if lines:
+        terminalreporter.write_sep("-", "measured figures")
+        for line in lines:
+            terminalreporter.write_line(line)

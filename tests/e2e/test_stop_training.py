@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,9 @@ def half_written_checkpoint(checkpoints: Path) -> None:
     layouts.legacy(checkpoints, 30)
 
 
-def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(campaign: Campaign) -> None:
+def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
+    campaign: Campaign, figure: Callable[[str], None]
+) -> None:
     c, stack = campaign, campaign.stack
     measured: list[dict[str, Any]] = []
     run_id = stack.trigger(DAG_ID, {"max_attempts": 1}, timeout=300)
@@ -178,7 +180,8 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(campaign: Campa
             run_id = next_run
         measured.append(row)
     c.measured.write_text(json.dumps(measured, indent=1))
-    print("mark-failed measurements:", json.dumps(measured))
+    for r in measured:
+        figure(f"mark failed ({r['mark']}): " + ", ".join(f"{k} {v}" for k, v in r.items() if k != "mark"))
     fast = [r for r in measured if r["mark"] != "during first answer"]
     assert max(r["cancel_s"] for r in fast) <= 10, measured
     # The waits end within two poll intervals (they are woken at once, in fact); the run's end

@@ -3,7 +3,9 @@
 - the triggerer SIGKILLed mid-job and restarted: the job's log is relayed once, every line;
 - a job scancelled from outside: the task fails after one try although it has retries, saying
   which job and who; a clear resumes it with attempt 2, attempt 1's files intact;
-- Airflow's retry after a FAILED job continues the attempt numbering.
+- Airflow's retry after a FAILED job continues the attempt numbering;
+- sshd down 60 s, then slurmctld + slurmdbd down 30 s, while a job runs and logs: it succeeds,
+  every line relayed once, one Slurm job, no try spent.
 
 One stack for the module (a stack costs ~30 s to start); the three DAG runs start at once.
 """
@@ -16,7 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,12 +33,13 @@ from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.fixtures.stack_api import task_instances, xcom
 from tests.fixtures.stack_restart import kill_component, restart_component
-from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
+from tests.slurm_operator.integration.faults import sacct_rows, squeue, stop_daemons, wait_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
 DAGS = Path(__file__).with_name("dags")
-RUNS = ("ft_relay", "ft_cancel", "ft_retry")
+RUNS = ("ft_relay", "ft_cancel", "ft_retry", "ft_outage")
+OUTAGE_LINES = 250
 RELAY_LINES = 277
 
 
@@ -88,7 +91,9 @@ def faulted(
                 slurm_cluster.ssh(f"scancel {row.job_id}")
 
 
-def test_triggerer_killed_and_restarted_mid_job_relays_each_line_once(faulted: Faulted) -> None:
+def test_triggerer_killed_and_restarted_mid_job_relays_each_line_once(
+    faulted: Faulted, figure: Callable[[str], None]
+) -> None:
     f = faulted
     # When the 57 lines' record reaches the task log, for the figure of the window (docs).
     seen = _first_seen(f.stack.home / "logs" / "dag_id=ft_relay", "relay line 57")
@@ -111,7 +116,7 @@ def test_triggerer_killed_and_restarted_mid_job_relays_each_line_once(faulted: F
     f.stack.poll("the first 57 lines in the task log", lambda: seen.get("at"), 60, 0.2)
     committed = _xcom_time(f, "slurm_log_relay")
     window = seen["at"] - committed
-    print(f"\n[figure] 57 lines in the task log {window:.3f} s after their position was committed")
+    figure(f"57 lines reached the task log {window:.3f} s after their relay position was committed")
     assert len(_relayed(f, row.job_id, tries)) == 57
     assert log.stat().st_size == size_57
     killed_at = kill_component(f.stack, "triggerer")
@@ -121,6 +126,7 @@ def test_triggerer_killed_and_restarted_mid_job_relays_each_line_once(faulted: F
     assert log.read_text() == "".join(f"relay line {i}\n" for i in range(1, RELAY_LINES + 1))
     task_log = f.stack.task_log("ft_relay", f.runs["ft_relay"], "job", try_number=tries)
     relayed = _relayed(f, row.job_id, tries)
+    figure(f"triggerer SIGKILL + restart: {len(relayed)} lines relayed for a {RELAY_LINES}-line log")
     assert sorted(relayed) == list(range(1, RELAY_LINES + 1)), f"{len(relayed)} relayed lines"
     trigger_logs = sorted(
         p.name
@@ -130,6 +136,7 @@ def test_triggerer_killed_and_restarted_mid_job_relays_each_line_once(faulted: F
     assert len(trigger_logs) == 2, trigger_logs  # one per triggerer: the restart really happened
     assert "log relay resumes at byte" in task_log
     assert [r[0] for r in sacct_rows(f.cluster, row.name)] == [row.job_id]  # no second job
+    figure(f"triggerer SIGKILL + restart: {len(sacct_rows(f.cluster, row.name))} Slurm job for {row.name}")
     (attempt,) = f.xcom("ft_relay")
     assert (attempt["attempt"], attempt["state"], attempt["try_number"]) == (1, "COMPLETED", tries)
     assert f.tis("ft_relay")[0]["try_number"] == tries  # the restart cost no try
@@ -158,14 +165,14 @@ def _xcom_time(f: Faulted, key: str) -> float:
     return datetime.fromisoformat(f.stack.api("GET", f"{path}?map_index=-1")["timestamp"]).timestamp()
 
 
-def _relayed(f: Faulted, job_id: str, try_number: int) -> list[int]:
-    """Line numbers of every relayed ``relay line N`` in the try's logs (worker's and triggers')."""
-    task_log = f.stack.task_log("ft_relay", f.runs["ft_relay"], "job", try_number=try_number)
-    return [int(n) for n in re.findall(rf"\[slurm {job_id}\] relay line (\d+)\b", task_log)]
+def _relayed(f: Faulted, job_id: str, try_number: int, dag_id: str = "ft_relay") -> list[int]:
+    """Line numbers of every relayed ``<word> line N`` in the try's logs (worker's and triggers')."""
+    task_log = f.stack.task_log(dag_id, f.runs[dag_id], "job", try_number=try_number)
+    return [int(n) for n in re.findall(rf"\[slurm {job_id}\] \w+ line (\d+)\b", task_log)]
 
 
 def test_external_scancel_ends_the_task_after_one_try_and_a_clear_resumes_with_attempt_2(
-    faulted: Faulted,
+    faulted: Faulted, figure: Callable[[str], None]
 ) -> None:
     f = faulted
     run_id = f.runs["ft_cancel"]
@@ -177,7 +184,9 @@ def test_external_scancel_ends_the_task_after_one_try_and_a_clear_resumes_with_a
     before = (copy1.read_bytes(), copy1.stat().st_mtime_ns)
     out = subprocess.run(["scancel", row.job_id], env=f.cluster.env(), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    cancelled = time.monotonic()
     assert f.stack.wait_run("ft_cancel", run_id, timeout=240) == "failed"
+    figure(f"outside scancel: the run failed {time.monotonic() - cancelled:.1f} s later, no retry")
     (ti,) = f.tis("ft_cancel")
     assert (ti["state"], ti["try_number"]) == ("failed", tries)  # retries=2, and no retry
     rows = sacct_rows(f.cluster, row.name)
@@ -214,6 +223,9 @@ def test_external_scancel_ends_the_task_after_one_try_and_a_clear_resumes_with_a
     assert Path(first["log_path"]).read_text().startswith("started\n")
     assert Path(second["log_path"]).read_text() == "resumed\n"
     assert [r[0] for r in sacct_rows(f.cluster, row.name)] == [row.job_id, second["job_id"]]
+    figure(
+        f"outside scancel, then clear: attempts 1 and 2, {len(sacct_rows(f.cluster, row.name))} Slurm jobs"
+    )
 
 
 def test_airflow_s_retry_continues_the_attempt_numbering(faulted: Faulted) -> None:
@@ -246,3 +258,42 @@ def test_script_copies_are_claimed_over_ssh_without_overwriting(
         Path(naming.attempt_script_path(str(tmp_path / "run"), "af-lost", n)).read_text() for n in (1, 2, 3)
     ]
     assert texts == ["one\n", "kept\n", "three\n"]
+
+
+def test_sshd_down_60_s_then_slurmctld_down_30_s_mid_job_cost_nothing(
+    faulted: Faulted, figure: Callable[[str], None]
+) -> None:
+    """The outages come back to back while the job logs; the trigger reconnects with backoff."""
+    f = faulted
+    run_id = f.runs["ft_outage"]
+    row = wait_job(f.cluster, "af-ft_outage-", "RUNNING", timeout=240)
+    f.stack.wait_task_state("ft_outage", run_id, "job", {"deferred"}, timeout=120)
+    (ti,) = f.tis("ft_outage")
+    tries = ti["try_number"]
+    (f.work / "release-outage").touch()
+    try:
+        started = time.monotonic()
+        stop_daemons(f.cluster, "sshd")
+        time.sleep(60)
+        f.cluster.up()
+        sshd_s = time.monotonic() - started
+        time.sleep(5)
+        started = time.monotonic()
+        stop_daemons(f.cluster, "slurmctld", "slurmdbd")
+        time.sleep(30)
+        f.cluster.up()
+        ctld_s = time.monotonic() - started
+    finally:
+        f.cluster.up()  # whatever failed above, the next tests need the whole cluster
+    assert wait_job(f.cluster, "af-ft_outage-", "RUNNING", timeout=30).job_id == row.job_id  # outlived both
+    assert f.stack.wait_run("ft_outage", run_id, timeout=300) == "success"
+    relayed = _relayed(f, row.job_id, tries, "ft_outage")
+    jobs = [r[0] for r in sacct_rows(f.cluster, row.name)]
+    figure(
+        f"sshd down {sshd_s:.0f} s, then slurmctld+slurmdbd down {ctld_s:.0f} s: success, "
+        f"{len(relayed)} lines relayed for a {OUTAGE_LINES}-line log, {len(jobs)} Slurm job, "
+        f"try {f.tis('ft_outage')[0]['try_number']} of the task (was {tries})"
+    )
+    assert sorted(relayed) == list(range(1, OUTAGE_LINES + 1)), f"{len(relayed)} relayed lines"
+    assert jobs == [row.job_id]
+    assert f.tis("ft_outage")[0]["try_number"] == tries

@@ -32,9 +32,16 @@ touch {WORK / "ft_retry" / "ran-once"}
 echo first
 exit 3
 """
+# 10 lines, then (after the test's release file) 240 more over ~2 min, through an sshd outage of
+# 60 s and a slurmctld + slurmdbd outage of 30 s.
+OUTAGE_SCRIPT = f"""#!/bin/bash
+for i in $(seq 1 10); do echo "outage line $i"; done
+while [ ! -e {WORK / "release-outage"} ]; do sleep 0.5; done
+for i in $(seq 11 250); do echo "outage line $i"; sleep 0.5; done
+"""
 
 
-def _dag(dag_id: str, script: str, **kwargs: object) -> DAG:
+def _dag(dag_id: str, script: str, minutes: int = 5, **kwargs: object) -> DAG:
     (WORK / dag_id).mkdir(parents=True, exist_ok=True)
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         SlurmOperator(
@@ -42,7 +49,7 @@ def _dag(dag_id: str, script: str, **kwargs: object) -> DAG:
             ssh_conn_id=CONN,
             script=script,
             remote_dir=str(WORK / dag_id / "run"),
-            sbatch_args=["--time=5", f"--chdir={WORK / dag_id}"],
+            sbatch_args=[f"--time={minutes}", f"--chdir={WORK / dag_id}"],
             poll_interval=2,
             retry_delay=timedelta(seconds=1),
             **kwargs,  # type: ignore[arg-type]
@@ -54,3 +61,4 @@ def _dag(dag_id: str, script: str, **kwargs: object) -> DAG:
 _dag("ft_relay", RELAY_SCRIPT, retries=2)
 _dag("ft_cancel", CANCEL_SCRIPT, retries=2)
 _dag("ft_retry", RETRY_SCRIPT, retries=3)
+_dag("ft_outage", OUTAGE_SCRIPT, minutes=20, retries=2)  # waits for its release while the others run
