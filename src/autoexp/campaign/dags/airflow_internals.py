@@ -7,7 +7,7 @@ from __future__ import annotations
 
 # -- DAG building (used by the factory) -------------------------------------------------------------
 
-
-
-
+# (end of the DAG building section)
+#
+#
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
