@@ -24,7 +24,7 @@ autoexp_zip_finished() {
 }
 
 # Succeed when iteration dir $1 holds a complete checkpoint, judged by the files its format writes
-# last, never by sizes (the same rules as plugins/slurm_operator/checkpoints.py):
+# last, never by sizes (the same rules as src/autoexp/campaign/planning/checkpoint_layout.py):
 # - torch_dist: megatron-core writes .metadata after the shards and metadata.json (a plain
 #   json.dump, no trailing newline) after that;
 # - legacy torch: every mp_rank_*/*.pt is a finished zip, and model_optim_rng.pt is among them;

@@ -1,10 +1,9 @@
-"""Deferrable triggers: wait for a Slurm job (shared batched poller) or a remote file condition."""
+"""SlurmJobTrigger: wait for a Slurm job (shared batched poller); remote-path waits are in path_triggers."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -13,7 +12,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from slurm_operator import events
 from slurm_operator.async_hook import AsyncSlurmHook
-from slurm_operator.checkpoints import SettleTracker, TrackerParseError, complete_iterations
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.naming import ON_KILL_REASON, cancel_marker_path
@@ -234,133 +232,3 @@ class SlurmJobTrigger(BaseTrigger):
         self.log.info("task killed while deferred: scancel %s", self.job_id)
         marker = cancel_marker_path(self.log_path) if self.log_path else None  # says it was us
         await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id, marker=marker, reason=ON_KILL_REASON)
-
-
-class RemotePathTrigger(BaseTrigger):
-    """Wait for a remote condition over the shared SSH connection.
-
-    ``mode="regex"``: ``pattern`` appears in the file ``path`` (read incrementally from ``log_offset``).
-    ``mode="checkpoint"``: the Megatron checkpoint folder ``path`` has its tracker at ``iteration`` or
-    beyond, and that iteration is complete by the files its format writes last (``checkpoints``), which
-    then stayed unchanged for ``settle_seconds``; ``data["iterations"]`` lists every complete one.
-    ``min_defer_seconds``: as for SlurmJobTrigger (a condition that already holds must not fire
-    before the scheduler has processed the deferral).
-    """
-
-    def __init__(
-        self,
-        ssh_conn_id: str,
-        path: str,
-        mode: str = "regex",
-        pattern: str | None = None,
-        iteration: int | None = None,
-        settle_seconds: float = 30.0,
-        poll_interval: float = 60.0,
-        log_offset: int = 0,
-        failure_budget: float = 1800.0,
-        carry: dict[str, Any] | None = None,
-        min_defer_seconds: float = 10.0,
-    ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.ssh_conn_id = ssh_conn_id
-        self.path = path
-        self.mode = mode
-        self.pattern = pattern
-        self.iteration = iteration
-        self.settle_seconds = settle_seconds
-        self.poll_interval = poll_interval
-        self.log_offset = log_offset
-        self.failure_budget = failure_budget
-        self.carry = carry or {}
-        self.min_defer_seconds = min_defer_seconds
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Classpath and every constructor argument."""
-        return "slurm_operator.triggers.RemotePathTrigger", arguments(self, RemotePathTrigger)
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll until the condition holds; yield one success or error event."""
-        started = time.monotonic()
-        watch = self._watch()
-        try:
-            event = await anext(watch)
-        finally:
-            await watch.aclose()
-        await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
-        yield event
-
-    async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
-        hook = AsyncSlurmHook(self.ssh_conn_id)
-        offset = self.log_offset
-        pending = ""
-        settle = SettleTracker.new(self.settle_seconds)
-        last_ok = time.monotonic()
-        try:
-            while True:
-                try:
-                    if self.mode == "regex":
-                        assert self.pattern is not None
-                        found, offset, pending = await self.scan(hook, offset, pending)
-                        if found is not None:
-                            yield self._done(
-                                f"{self.pattern!r} found in {self.path}", offset, {"match": found}
-                            )
-                            return
-                    else:
-                        assert self.iteration is not None
-                        done = await self.check_checkpoints(hook, settle)
-                        if done is not None:
-                            msg = f"iteration {self.iteration} is complete in {self.path}"
-                            yield self._done(msg, offset, {"iterations": done})
-                            return
-                    last_ok = time.monotonic()
-                except (SlurmError, TrackerParseError) as exc:
-                    if isinstance(exc, TrackerParseError) or time.monotonic() - last_ok > self.failure_budget:
-                        yield _event(
-                            status=events.ERROR,
-                            message=f"{self.path}: {exc}",
-                            log_offset=offset,
-                            carry=self.carry,
-                        )
-                        return
-                    self.log.warning("polling %s failed, will retry: %s", self.path, exc)
-                await asyncio.sleep(self.poll_interval)
-        except Exception as exc:
-            self.log.exception("RemotePathTrigger for %s crashed", self.path)
-            yield _event(
-                status=events.ERROR,
-                message=f"trigger crashed: {type(exc).__name__}: {exc}",
-                log_offset=offset,
-                carry=self.carry,
-            )
-
-    def _done(self, message: str, offset: int, data: dict[str, Any]) -> TriggerEvent:
-        return _event(status=events.SUCCESS, message=message, log_offset=offset, data=data, carry=self.carry)
-
-    async def scan(self, hook: AsyncSlurmHook, offset: int, pending: str) -> tuple[str | None, int, str]:
-        """Read new text; return (matching line or None, new offset, unterminated tail)."""
-        assert self.pattern is not None
-        try:
-            chunk = await hook.read_log(self.path, offset, _LOG_READ_BYTES)
-        except RemotePathNotFoundError:
-            return None, offset, pending
-        text = pending + chunk.text
-        cut = text.rfind("\n") + 1
-        complete, tail = text[:cut], text[cut:]
-        m = re.search(self.pattern, complete, re.MULTILINE)
-        if m is None:
-            # An unterminated last line may already hold the marker (the writer may never add "\n").
-            m = re.search(self.pattern, tail)
-            if m is None:
-                return None, chunk.next_offset, tail
-            return tail, chunk.next_offset, ""
-        start = complete.rfind("\n", 0, m.start()) + 1
-        end = complete.find("\n", m.end())
-        return complete[start : end if end >= 0 else None], chunk.next_offset, tail
-
-    async def check_checkpoints(self, hook: AsyncSlurmHook, settle: SettleTracker) -> list[int] | None:
-        """Complete iterations once the target one is complete (by its format) and settled, else None."""
-        assert self.iteration is not None
-        return await complete_iterations(
-            hook, self.path.rstrip("/"), self.iteration, settle, time.monotonic()
-        )

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
-from slurm_operator.sensors import CheckpointSensor, SlurmLogSensor
+from slurm_operator.sensors import SlurmLogSensor
 
 
-def test_sensors_reject_bad_pattern_and_iteration() -> None:
+def test_log_sensor_rejects_a_bad_pattern() -> None:
     log_sensor = SlurmLogSensor(task_id="wait", ssh_conn_id="c", path="/r/log", pattern="[")
     with pytest.raises(AirflowException, match=r"^task wait: pattern '\[': unterminated character set"):
         log_sensor.execute({})  # type: ignore[arg-type]
-    ckpt = CheckpointSensor(task_id="ckpt", ssh_conn_id="c", checkpoint_dir="/c", iteration=-1)
-    with pytest.raises(AirflowException, match=r"^task ckpt: iteration must be >= 0, got -1"):
-        ckpt.execute({})  # type: ignore[arg-type]
+
+
+def test_a_timed_out_wait_says_what_it_waited_for() -> None:
+    sensor = SlurmLogSensor(task_id="wait", ssh_conn_id="c", path="/r/log", pattern="done", timeout=60)
+    assert sensor._timed_out() == (
+        "task wait: timed out after 60 s waiting for 'done' in /r/log; "
+        "check that the job writing it runs and that the path is right"
+    )

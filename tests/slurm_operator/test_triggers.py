@@ -19,7 +19,7 @@ from slurm_operator.exceptions import RemotePathNotFoundError
 from slurm_operator.poller import SlurmPoller
 from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
-from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger
+from slurm_operator.triggers import SlurmJobTrigger
 
 
 class FakeCluster:
@@ -94,22 +94,9 @@ JOB_KWARGS: dict[str, Any] = {
     "startup_timeout": 10.0,
     "progress_paths": ["/r/ckpt/latest_checkpointed_iteration.txt"],
 }
-PATH_KWARGS: dict[str, Any] = {
-    "ssh_conn_id": "slurm_local",
-    "path": "/ckpt",
-    "mode": "checkpoint",
-    "pattern": None,
-    "iteration": 100,
-    "settle_seconds": 0.0,
-    "poll_interval": 0.01,
-    "log_offset": 0,
-    "failure_budget": 100.0,
-    "carry": {},
-    "min_defer_seconds": 0.0,
-}
 
 
-@pytest.mark.parametrize(("cls", "kwargs"), [(SlurmJobTrigger, JOB_KWARGS), (RemotePathTrigger, PATH_KWARGS)])
+@pytest.mark.parametrize(("cls", "kwargs"), [(SlurmJobTrigger, JOB_KWARGS)])
 def test_serialize_returns_every_argument_and_an_importable_classpath(
     cls: type, kwargs: dict[str, Any]
 ) -> None:
@@ -174,57 +161,6 @@ async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
     assert cluster.cancelled == ["42"]
     # The marker next to the log tells a later try this cancel was ours, not a person's.
     assert cluster.marked == [{"marker": "/r/job-42.out.airflow-cancel", "reason": naming.ON_KILL_REASON}]
-
-
-async def test_regex_trigger_finds_a_marker_split_across_reads(cluster: FakeCluster) -> None:
-    cluster.files["/r/log"] = "iteration 5\n[after training is done] at 9\n"
-    trig = RemotePathTrigger(
-        "c",
-        "/r/log",
-        mode="regex",
-        pattern=r"after training is done",
-        poll_interval=0.01,
-        min_defer_seconds=0,
-    )
-    (ev,) = await _events(trig)
-    assert ev.status == events.SUCCESS
-    assert ev.data == {"match": "[after training is done] at 9"}
-
-
-async def test_checkpoint_trigger_lists_complete_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Tree:
-        async def read_text(self, path: str) -> str:
-            if path == "/ckpt/iter_0000200/metadata.json":
-                return '{"sharded_backend": "torch_dist", "sharded_backend_version": 1}'
-            assert path == "/ckpt/latest_checkpointed_iteration.txt"
-            return "200\n"
-
-        async def list_dir(self, path: str) -> list[str]:
-            return {
-                "/ckpt": [
-                    "iter_0000100",
-                    "iter_0000200",
-                    "iter_0000300",
-                    "latest_checkpointed_iteration.txt",
-                ],
-                "/ckpt/iter_0000100": ["mp_rank_00"],
-                "/ckpt/iter_0000100/mp_rank_00": ["model_optim_rng.pt"],
-                "/ckpt/iter_0000200": [".metadata", "__0_0.distcp", "metadata.json"],
-                "/ckpt/iter_0000300": ["metadata.json"],
-            }[path]
-
-        async def stat(self, path: str) -> Any:
-            return type("St", (), {"exists": True, "size": 100, "mtime": 1.0})()
-
-        async def read_log(self, path: str, offset: int, max_bytes: int) -> Any:
-            # The last bytes of a whole torch.save (zip) file: its end-of-central-directory record.
-            assert (path, offset, max_bytes) == ("/ckpt/iter_0000100/mp_rank_00/model_optim_rng.pt", 78, 22)
-            return type("Chunk", (), {"text": "PK\x05\x06" + "\x00" * 18})()
-
-    monkeypatch.setattr(triggers, "AsyncSlurmHook", lambda _c: Tree())
-    (ev,) = await _events(RemotePathTrigger(**{**PATH_KWARGS, "iteration": 200}))
-    assert ev.status == events.SUCCESS
-    assert ev.data == {"iterations": [100, 200]}
 
 
 async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_timeout(

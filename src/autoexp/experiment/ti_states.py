@@ -2,8 +2,8 @@
 
 The triggerer's parent process answers every trigger request (GetTaskStates included) on its one
 main thread, through an in-process Execution API app. The first request of the parent's life
-builds that app and Cadwyn's routers for every API version: 9-10 s of CPU; measured in the
-triggerer 6-9 s on an idle 2-core box, 26-78 s under load, 36 s seen in the field. Meanwhile the
+builds that app and Cadwyn's routers for every API version: 9-10 s of CPU, so seconds on an idle
+triggerer and tens of seconds on a loaded one (36 s seen in the field). Meanwhile the
 parent serves nothing: no answers, no cancellations, no events ("TriggerRunner subprocess event
 loop appears deadlocked", although it is the parent that is busy). The old ``on_kill`` waited for
 that answer through ``sync_to_async(RuntimeTaskInstance.get_task_states)`` with no limit of its
@@ -12,10 +12,11 @@ thread deadlock: ``TriggerCommsDecoder.send`` from a worker thread hands the req
 runner's loop with ``run_coroutine_threadsafe``; only the unbounded wait was wrong.)
 
 Here: the request goes over the runner's own async channel (``TriggerCommsDecoder.asend``, what
-``send`` wraps for threads) under ``asyncio.timeout``, so a slow answer costs the caller at most its
-limit and no thread is left blocked (a late answer is dropped by the runner as "response for
-unknown request frame"); and ``warm_up`` takes the first, slow answer when a trigger starts,
-instead of when a user acts on a task.
+``send`` wraps for threads; private API, in ``campaign.dags.airflow_internals``) under
+``asyncio.timeout``, so a slow answer costs the caller at most its limit and no thread is left
+blocked (a late answer is dropped by the runner as "response for unknown request frame"); and
+``warm_up`` takes the first, slow answer when a trigger starts, instead of when a user acts on a
+task.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
+
+from autoexp.campaign.dags import airflow_internals
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +46,11 @@ _answered = False
 _stops: weakref.WeakValueDictionary[tuple[int, str, str, str], asyncio.Event] = weakref.WeakValueDictionary()
 
 
-def _comms() -> Any:
-    """The triggerer runner's channel to its parent, or None outside a triggerer (tests, dag.test)."""
-    from airflow.sdk.execution_time import task_runner
-
-    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
-    return comms if callable(getattr(comms, "asend", None)) else None
-
-
 async def task_states(
     dag_id: str, run_id: str, task_ids: Sequence[str], limit_s: float = STATE_TIMEOUT
 ) -> dict[str, str] | None:
     """``{task_id or task_id_mapindex: state}`` ("none" for no state) within ``limit_s``; None if unknown."""
-    from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
-
-    comms = _comms()
+    comms = airflow_internals.supervisor_comms()
     if comms is None:
         return None
     global _first_asked, _answered
@@ -65,7 +58,7 @@ async def task_states(
     _first_asked = _first_asked or started
     try:
         async with asyncio.timeout(limit_s):
-            resp = await comms.asend(GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=[run_id]))
+            resp = await comms.asend(airflow_internals.task_states_request(dag_id, run_id, task_ids))
     except TimeoutError:
         log.warning("the triggerer did not tell the state of %s within %.0f s", list(task_ids), limit_s)
         return None
@@ -79,10 +72,10 @@ async def task_states(
             "Airflow build its in-process Execution API, the triggerer serving nothing meanwhile)",
             time.monotonic() - _first_asked,
         )
-    if not isinstance(resp, TaskStatesResult):
+    by_task = airflow_internals.task_states_in(resp, run_id)
+    if by_task is None:
         return None
-    by_task = resp.task_states.get(run_id, {})
-    return {str(k): "none" if v is None else str(v) for k, v in by_task.items()}
+    return {k: "none" if v is None else v for k, v in by_task.items()}
 
 
 async def task_state(
@@ -124,7 +117,7 @@ def warm_up(dag_id: str, run_id: str, task_id: str) -> None:
     taken when a user clears a task and ``on_kill`` has seconds to tell a clear from a stop.
     """
     loop = asyncio.get_running_loop()
-    if id(loop) in _warm or _comms() is None:
+    if id(loop) in _warm or airflow_internals.supervisor_comms() is None:
         return
     _warm[id(loop)] = loop.create_task(task_state(dag_id, run_id, task_id, limit_s=300))
 

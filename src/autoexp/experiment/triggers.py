@@ -1,4 +1,4 @@
-"""Checkpoint wait that also watches its training (markers, task state), and the training's job trigger."""
+"""The campaign's waits: a Megatron checkpoint (watching its training too), the training's job trigger."""
 
 from __future__ import annotations
 
@@ -11,23 +11,52 @@ from typing import Any
 from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
 from slurm_operator import events, naming
 from slurm_operator.async_hook import AsyncSlurmHook
-from slurm_operator.checkpoints import SettleTracker, TrackerParseError
-from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import SlurmError
+from slurm_operator.path_triggers import PathCondition, RemoteFiles, RemotePathTrigger, class_path
 from slurm_operator.states import SlurmState
-from slurm_operator.triggers import RemotePathTrigger, SlurmJobTrigger, arguments
+from slurm_operator.triggers import SlurmJobTrigger, arguments
 
+from autoexp.campaign.planning.checkpoint_layout import SettleTracker, TrackerParseError, complete_iterations
 from autoexp.experiment import ti_states
 
 
-def _event(**kwargs: Any) -> TriggerEvent:
-    return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
+class CheckpointCondition(PathCondition):
+    """Megatron's checkpoint folder (the path) holds ``iteration``, complete and settled.
+
+    The tracker is at ``iteration`` or beyond and the iteration is complete by the files its format
+    writes last (``checkpoint_layout``), which then read the same for ``settle_seconds``. Data:
+    ``{"iterations": [...]}``, every complete iteration up to the tracker (for ``.expand()``).
+    A garbled tracker ends the wait at once.
+    """
+
+    fatal = (TrackerParseError,)
+
+    def __init__(self, iteration: int, settle_seconds: float = 30.0) -> None:
+        self.iteration = iteration
+        self._settle = SettleTracker.new(settle_seconds)
+
+    def waits_for(self, path: str) -> str:
+        return f"iteration {self.iteration} of {path}"
+
+    def done_message(self, path: str) -> str:
+        return f"iteration {self.iteration} is complete in {path}"
+
+    async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
+        base = path.rstrip("/")
+        done = await complete_iterations(files, base, self.iteration, self._settle, time.monotonic())
+        return None if done is None else {"iterations": done}
+
+
+def checkpoint_condition(iteration: int, settle_seconds: float) -> dict[str, Any]:
+    """``RemotePathTrigger`` arguments of a wait for a complete, settled checkpoint iteration."""
+    kwargs = {"iteration": iteration, "settle_seconds": settle_seconds}
+    return {"condition": class_path(CheckpointCondition), "condition_kwargs": kwargs}
 
 
 class PhaseCheckpointTrigger(RemotePathTrigger):
-    """RemotePathTrigger in checkpoint mode that also watches the training that writes the checkpoint.
+    """Wait for a checkpoint (``CheckpointCondition``) while also watching the training that writes it.
 
-    Each poll, once the iteration is not there: the training's outcome markers (written by its
+    After each poll that did not find the iteration: the training's outcome markers (written by its
     task on the cluster), then whether the training was stopped (its ``stopped_path`` marker, or its
     task instance in a stopped state). A stopped training ends the wait at once as *skipped*,
     straight from the triggerer (no worker start-up): the run then finishes and the DAG's next run
@@ -45,9 +74,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         request per half poll interval for all the waits of a run; "" turns it off.
     :param grace: seconds a checkpoint may still take to settle once a marker is seen (default
         three settle periods and three polls); then the wait ends with an error naming the iteration.
-    :param min_defer_seconds: the event waits until the trigger has run this long: Airflow 3.3.2's
-        scheduler fails a task whose trigger fires before it processed the deferral (a checkpoint
-        that is already there), as the Slurm layer's job trigger notes.
+    Other parameters: ``RemotePathTrigger``'s and ``CheckpointCondition``'s.
     """
 
     def __init__(
@@ -68,83 +95,54 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         **_: Any,
     ) -> None:
         super().__init__(
-            ssh_conn_id=ssh_conn_id,
-            path=path,
-            mode="checkpoint",
-            iteration=iteration,
-            settle_seconds=settle_seconds,
+            ssh_conn_id,
+            path,
             poll_interval=poll_interval,
             failure_budget=failure_budget,
+            min_defer_seconds=min_defer_seconds,
+            **checkpoint_condition(iteration, settle_seconds),
         )
+        self.iteration = iteration
+        self.settle_seconds = settle_seconds
         self.failed_path = failed_path
         self.finished_path = finished_path
         self.stopped_path = stopped_path
         self.watch_task_id = watch_task_id
         self.watch_output = watch_output
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
-        self.min_defer_seconds = min_defer_seconds
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Classpath in the installed autoexp package (importable by the triggerer) and every argument."""
-        return "autoexp.experiment.triggers.PhaseCheckpointTrigger", arguments(self, PhaseCheckpointTrigger)
+        self._ended: str | None = None  # why the iteration cannot come any more (an outcome marker)
+        self._ended_at = 0.0
+        self._stop: asyncio.Event | None = None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll checkpoint and training until the iteration is complete or cannot come; one event."""
-        started = time.monotonic()
-        async for event in self._poll():
-            await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
-            yield event
-            return
-
-    async def _poll(self) -> AsyncIterator[TriggerEvent]:
-        hook = AsyncSlurmHook(self.ssh_conn_id)
-        settle = SettleTracker.new(self.settle_seconds)
+        """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
         ti = self.task_instance
-        # Woken at once when the training's job trigger in this triggerer cancels for a stop.
-        stop = (
-            ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
-            if ti and self.watch_task_id
-            else None
-        )
-        last_ok = time.monotonic()
-        ended: str | None = None
-        ended_at = 0.0
-        try:
-            while True:
-                try:
-                    done = await self.check_checkpoints(hook, settle)
-                    if done is not None:
-                        yield self._done(
-                            f"iteration {self.iteration} is complete in {self.path}", 0, {"iterations": done}
-                        )
-                        return
-                    if ended is None:
-                        ended = await self._outcome(hook)
-                        ended_at = time.monotonic()
-                    if ended is None and (why := await self._stopped(hook)) is not None:
-                        self.log.info(
-                            "iteration %s of %s will not come: %s; skipped", self.iteration, self.path, why
-                        )
-                        yield TaskSkippedEvent()
-                        return
-                    # A checkpoint saved just before the end still gets the time to settle.
-                    if ended is not None and time.monotonic() - ended_at > self.grace:
-                        yield self._ended(ended)
-                        return
-                    last_ok = time.monotonic()
-                except (SlurmError, TrackerParseError) as exc:
-                    if isinstance(exc, TrackerParseError) or time.monotonic() - last_ok > self.failure_budget:
-                        yield _event(status=events.ERROR, message=f"{self.path}: {exc}")
-                        return
-                    self.log.warning("polling %s failed, will retry: %s", self.path, exc)
-                if stop is None or stop.is_set():
-                    await asyncio.sleep(self.poll_interval)
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), self.poll_interval)
-        except Exception as exc:
-            self.log.exception("PhaseCheckpointTrigger for %s crashed", self.path)
-            yield _event(status=events.ERROR, message=f"trigger crashed: {type(exc).__name__}: {exc}")
+        if ti and self.watch_task_id:
+            self._stop = ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
+        async for event in super().run():
+            yield event
+
+    async def not_yet(self, hook: AsyncSlurmHook) -> TriggerEvent | None:
+        """A failed, finished or stopped training ends the wait: the iteration cannot come."""
+        if self._ended is None:
+            self._ended = await self._outcome(hook)
+            self._ended_at = time.monotonic()
+        if self._ended is None and (why := await self._stopped(hook)) is not None:
+            self.log.info("iteration %s of %s will not come: %s; skipped", self.iteration, self.path, why)
+            return TaskSkippedEvent()
+        # A checkpoint saved just before the end still gets the time to settle.
+        if self._ended is not None and time.monotonic() - self._ended_at > self.grace:
+            message = f"iteration {self.iteration} of {self.path} will not come: {self._ended}"
+            return self._event(events.ERROR, message, {"training_ended": True})
+        return None
+
+    async def nap(self) -> None:
+        stop = self._stop
+        if stop is None or stop.is_set():
+            await asyncio.sleep(self.poll_interval)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.poll_interval)
 
     async def _outcome(self, hook: AsyncSlurmHook) -> str | None:
         """Why the iteration cannot come any more (a training outcome marker), or None."""
@@ -190,10 +188,6 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
                 log_path = naming.resolve_output_path(self.watch_output, record.job_id, name)
                 marker = naming.cancel_marker_path(log_path)
             await hook.cancel(record.job_id, marker=marker, reason=naming.ON_KILL_REASON)
-
-    def _ended(self, why: str) -> TriggerEvent:
-        message = f"iteration {self.iteration} of {self.path} will not come: {why}"
-        return _event(status=events.ERROR, message=message, data={"training_ended": True})
 
 
 class CampaignJobTrigger(SlurmJobTrigger):

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from slurm_operator import naming
 
+from tests.fixtures import checkpoint_layouts
 from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, xcom_value
 from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.fixtures.slurm_cluster import LocalCluster
 from tests.slurm_operator.integration.faults import sacct_rows, squeue, wait_job
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd
-from tests.slurm_operator.integration.test_sensors_dagtest import make_checkpoints
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
@@ -67,7 +67,7 @@ def real(
         "many_interval": MANY_INTERVAL,
     }
     (dags / "rt.json").write_text(json.dumps(settings))
-    make_checkpoints(work / "ckpt")
+    checkpoint_layouts.mixed(work / "ckpt")
     (work / "sensor.log").write_text("iteration 1\n[after training is done] at 1\n")
     # The ~90 s TIMEOUT case runs under `airflow dags test` (dag.test) meanwhile, on this worker's database.
     dags_test_log = base / "dags-test-timeout.log"

@@ -1,4 +1,4 @@
-"""SlurmLogSensor and CheckpointSensor under dag.test() against the real cluster over SSH."""
+"""SlurmLogSensor under dag.test() against the real cluster over SSH."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from airflow.sdk import DAG, BaseOperator
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.sensors import CheckpointSensor, SlurmLogSensor
+from slurm_operator.sensors import SlurmLogSensor
 
-from tests.fixtures import checkpoint_layouts as layouts
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, task_states, xcom_value
 from tests.fixtures.slurm_cluster import LocalCluster
 
@@ -53,45 +52,6 @@ def test_log_sensor_returns_the_line_a_running_job_writes(
     )
     run = run_dag_test(_dag(dag_id, sensor))
     assert xcom_value(dag_id, run.run_id, "wait") == f"[{MARKER}] at 3"
-
-
-def make_checkpoints(root: Path) -> None:
-    """Tracker at 200; iteration 100 legacy, 200 torch_dist, 300 still being written."""
-    layouts.legacy(root, 100)
-    layouts.torch_dist(root, 200)
-    (root / "iter_0000300").mkdir()  # being written: beyond the tracker, never listed
-
-
-def _ckpt_sensor(cluster: LocalCluster, folder: Path) -> CheckpointSensor:
-    return CheckpointSensor(
-        task_id="wait",
-        ssh_conn_id=cluster.conn_id,
-        checkpoint_dir=str(folder),
-        iteration=200,
-        poll_interval=0.5,
-        settle_seconds=1,
-        timeout=60,
-        min_defer_seconds=0,  # dag.test() has no scheduler to race with
-    )
-
-
-def test_checkpoint_sensor_lists_complete_iterations_of_both_formats(
-    slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
-) -> None:
-    make_checkpoints(tmp_path / "ckpt")
-    run = run_dag_test(_dag("sensor_ckpt", _ckpt_sensor(slurm_cluster, tmp_path / "ckpt")))
-    assert xcom_value("sensor_ckpt", run.run_id, "wait") == [100, 200]
-
-
-def test_checkpoint_sensor_rejects_a_garbled_tracker_with_the_path(
-    slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "ckpt").mkdir()
-    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("two hundred\n")
-    run_dag_test(_dag("sensor_ckpt_bad", _ckpt_sensor(slurm_cluster, tmp_path / "ckpt")), expect="failed")
-    out = capfd.readouterr().out
-    assert f"{tmp_path / 'ckpt'}:" in out
-    assert "two hundred" in out
 
 
 @pytest.mark.parametrize(("soft_fail", "state"), [(True, "skipped"), (False, "failed")])

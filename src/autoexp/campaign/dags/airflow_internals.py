@@ -5,9 +5,42 @@ Each entry says why no public API does the job. Airflow upgrades break here firs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 # -- DAG building (used by the factory) -------------------------------------------------------------
 
-# (end of the DAG building section)
-#
-#
+
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
+# No public API lets a trigger ask task-instance states asynchronously under its own time limit:
+# ``RuntimeTaskInstance.get_task_states`` is synchronous and unbounded (see ti_states). The runner's
+# channel to the triggerer's parent and its message types are imported at call time, so that
+# importing this module (the DAG files do) loads no execution-time machinery.
+
+
+def supervisor_comms() -> Any:
+    """The triggerer runner's channel to its parent, None outside a triggerer (tests, ``dag.test()``).
+
+    ``task_runner.SUPERVISOR_COMMS``; in a triggerer a ``TriggerCommsDecoder``, whose coroutine
+    ``asend`` is what its thread-safe ``send`` wraps.
+    """
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return comms if callable(getattr(comms, "asend", None)) else None
+
+
+def task_states_request(dag_id: str, run_id: str, task_ids: Sequence[str]) -> Any:
+    """The ``GetTaskStates`` message asking the states of ``task_ids`` in one run."""
+    from airflow.sdk.execution_time.comms import GetTaskStates
+
+    return GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=[run_id])
+
+
+def task_states_in(response: object, run_id: str) -> dict[str, str | None] | None:
+    """``{task_id or task_id_mapindex: state or None}`` of a ``TaskStatesResult``, else None."""
+    from airflow.sdk.execution_time.comms import TaskStatesResult
+
+    if not isinstance(response, TaskStatesResult):
+        return None
+    return {str(k): None if v is None else str(v) for k, v in response.task_states.get(run_id, {}).items()}

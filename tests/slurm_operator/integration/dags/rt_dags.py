@@ -8,7 +8,9 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 from slurm_operator.operators import SlurmOperator
-from slurm_operator.sensors import CheckpointSensor, SlurmLogSensor
+from slurm_operator.sensors import SlurmLogSensor
+
+from autoexp.campaign.dags.checkpoint_sensor import CheckpointSensor
 
 _SETTINGS = json.loads(Path(__file__).with_name("rt.json").read_text())
 WORK = Path(_SETTINGS["work"])

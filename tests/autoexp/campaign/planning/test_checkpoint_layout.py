@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from slurm_operator import checkpoints as ck
 
+from autoexp.campaign.planning import checkpoint_layout as ck
 from tests.fixtures import checkpoint_layouts as lay
 from tests.fixtures.megatron_checkpoints import generate
 

@@ -1,4 +1,4 @@
-"""Megatron checkpoint folders: tracker, iteration folders, and completeness by each format's last writes.
+"""Megatron's checkpoint layout: tracker, ``iter_%07d`` folders, completeness by each format's last writes.
 
 A checkpoint is complete only by the files its format writes last, never by sizes or age:
 
@@ -13,6 +13,8 @@ A checkpoint is complete only by the files its format writes last, never by size
   (a rank that never started writing leaves no file to check).
 - both: the tracker ``latest_checkpointed_iteration.txt`` is written after the whole save; an
   iteration beyond it is never complete, however old.
+
+Pure (no Airflow): the probes read through the small ``CheckpointFiles`` protocol. See docs/checkpoints.md.
 """
 
 from __future__ import annotations
