@@ -1,1 +1,2 @@
-"""The campaign layer: Megatron's run folders and checkpoints, planned (``planning``), then built as DAGs (``dags``)."""
+"""The campaign layer: Megatron run folders and checkpoints, planned (``planning``), then built as DAGs
+(``dags``)."""

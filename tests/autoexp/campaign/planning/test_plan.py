@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from autoexp.experiment.plan import (
+from autoexp.campaign.planning.plan import (
     PlanError,
     dag_id_for,
     expected_checkpoints,
@@ -14,7 +14,7 @@ from autoexp.experiment.plan import (
     slurm_time_secs,
 )
 from autoexp.experiment.settings import AirflowSettings, Keys
-from tests.autoexp.experiment.jobs import FakeJob, campaign
+from tests.autoexp.campaign.planning.jobs import FakeJob, campaign
 
 SETTINGS = AirflowSettings()
 
