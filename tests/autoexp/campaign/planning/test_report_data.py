@@ -1,12 +1,10 @@
-"""Report parsing and shell snippets: pure functions, exact values."""
+"""Report data: log and results parsing, tables and plots; pure functions, exact values."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from autoexp.campaign.planning import report_data as report
-from autoexp.campaign.planning import run_layout
 
 LOG = """\
  iteration        5/      40 | consumed samples: 20 | lm loss: 5.500000E+00 |
@@ -46,28 +44,6 @@ def test_perplexity_tasks_get_their_own_column_outside_the_score() -> None:
     assert row["ppl/word_perplexity"] == 2.5
     header = report.to_text([row]).splitlines()[0].split()
     assert header[-2:] == ["mc/acc", "ppl/word_perplexity"]
-
-
-def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
-    ckpt = tmp_path / "run dir" / "checkpoints"
-    ckpt.mkdir(parents=True)
-    (ckpt / run_layout.TRACKER_FILE).write_text("40\n")
-
-    def sh(cmd: str) -> str:
-        return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True).stdout.strip()
-
-    assert sh(run_layout.tracker_reached(str(ckpt), 40)) == "1"
-    assert sh(run_layout.tracker_reached(str(ckpt), 41)) == "0"
-    assert sh(run_layout.tracker_value(str(ckpt))) == "40"
-    run = str(tmp_path / "run dir")
-    assert sh(run_layout.marker_exists(run, 40)) == "0"
-    Path(run_layout.done_marker(run, 40)).parent.mkdir()
-    Path(run_layout.done_marker(run, 40)).touch()
-    Path(run_layout.results_path(run, 40)).parent.mkdir(parents=True)
-    Path(run_layout.results_path(run, 40)).write_text("{}")
-    assert sh(run_layout.marker_exists(run, 40)) == "1"
-    assert sh(run_layout.all_say_one([run_layout.marker_exists(run, 40), "echo 0"])) == "0"
-    assert sh(run_layout.all_say_one([run_layout.marker_exists(run, 40), "echo 1"])) == "1"
 
 
 def test_plots_include_each_perplexity_metric(tmp_path: Path) -> None:
