@@ -43,8 +43,8 @@ def tenfold(text: str) -> str:
 
 
 def measure(path: Path, label: str, cache: Path) -> tuple[float, float, float]:
+    from autoexp.campaign.dags.factory import register
     from autoexp.config import expand, load_config
-    from autoexp.experiment.factory import register
 
     def cold() -> None:
         os.environ["AUTOEXP_CACHE_DIR"] = "off"
@@ -72,7 +72,7 @@ _FIRST_PARSE = """
 import sys, time
 from pathlib import Path
 import airflow.sdk
-from autoexp.experiment.factory import register
+from autoexp.campaign.dags.factory import register
 start = time.perf_counter()
 register({}, [Path(sys.argv[1])])
 print(time.perf_counter() - start)
@@ -93,7 +93,7 @@ def main() -> int:
     start = time.perf_counter()
     import airflow.sdk  # noqa: F401  (every DAG file pays this; reported apart)
 
-    import autoexp.experiment.factory  # noqa: F401
+    import autoexp.campaign.dags.factory  # noqa: F401
 
     took = time.perf_counter() - start
     print(f"imports (airflow.sdk, factory, Slurm layer): {took:.2f} s, once per process")

@@ -3,6 +3,7 @@
 # Airflow's safe mode only parses files that mention both "airflow" and "dag": this line does.
 from pathlib import Path
 
-from autoexp.experiment.factory import config_paths, register
+from autoexp.campaign.dags.factory import register
+from autoexp.campaign.planning.config_source import config_paths
 
 register(globals(), config_paths(Path(__file__).resolve().parent.parent / "config"))

@@ -30,18 +30,11 @@ export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CPUS_PER_TASK}}}"
 # shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
 source "{AUTOEXP_INCLUDE}/helpers/ckpt_lib.sh"
 
-RUNTIME="{CONTAINER_RUNTIME}"
+# ---- container runtime: apptainer | singularity | none (include/helpers/container_runtime.sh) ----
 GPUS_PER_NODE={GPUS_PER_NODE}
-case "$RUNTIME" in
-    apptainer|singularity)
-        CONTAINER=("$RUNTIME" exec)
-        if [ "$GPUS_PER_NODE" -gt 0 ]; then CONTAINER+=(--nv); fi
-        read -r -a EXTRA <<< "${{AUTOEXP_CONTAINER_ARGS:-}}"
-        CONTAINER+=("${{EXTRA[@]}}" "{CONTAINER_IMAGE}")
-        ;;
-    none) CONTAINER=() ;;
-    *) echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$RUNTIME'" >&2; exit 2 ;;
-esac
+# shellcheck disable=SC1091  # as ckpt_lib.sh above
+source "{AUTOEXP_INCLUDE}/helpers/container_runtime.sh"
+autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" || exit 2
 
 mkdir -p "$RUN_DIR/converted_checkpoints" "$RUN_DIR/in_progress_checkpoints" "$RUN_DIR/eval_results" \
     "$TARGET_HF_PATH"

@@ -33,20 +33,11 @@ if [ -n "${{AUTOEXP_SOCKET_IFNAME:-}}" ]; then
 fi
 mkdir -p "$CHECKPOINT_PATH" "{LOGS}/.megatron_cache"
 
-# ---- container runtime: apptainer | singularity | none ---------------------------------------
-RUNTIME="{CONTAINER_RUNTIME}"
+# ---- container runtime: apptainer | singularity | none (include/helpers/container_runtime.sh) ----
 GPUS_PER_NODE={GPUS_PER_NODE}
-case "$RUNTIME" in
-    apptainer|singularity)
-        CONTAINER=("$RUNTIME" exec)
-        if [ "$GPUS_PER_NODE" -gt 0 ]; then CONTAINER+=(--nv); fi
-        # Extra binds etc. (e.g. "--bind /p/data1") come from the site environment.
-        read -r -a EXTRA <<< "${{AUTOEXP_CONTAINER_ARGS:-}}"
-        CONTAINER+=("${{EXTRA[@]}}" "{CONTAINER_IMAGE}")
-        ;;
-    none) CONTAINER=() ;;
-    *) echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$RUNTIME'" >&2; exit 2 ;;
-esac
+# shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
+source "{AUTOEXP_INCLUDE}/helpers/container_runtime.sh"
+autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" || exit 2
 
 # ---- rendezvous ---------------------------------------------------------------------------------
 NPROC_PER_NODE=$(( GPUS_PER_NODE > 0 ? GPUS_PER_NODE : 1 ))

@@ -1,4 +1,5 @@
-"""The seed's DAGs keep their exact structure: a fingerprint pinned before the parse-time optimisations."""
+"""config/scaling_exps.yaml's DAGs keep their exact structure: a fingerprint pinned before the parse-time
+optimisations."""
 
 from __future__ import annotations
 
@@ -12,18 +13,21 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions.taskgroup import MappedTaskGroup, TaskGroup
 from airflow.serialization.serialized_objects import DagSerialization
 
-from autoexp.experiment.factory import build_dags
+from autoexp.campaign.dags.factory import build_dags
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "config" / "scaling_exps.yaml"
 # Fingerprints of the factory's output for config/scaling_exps.yaml, taken before the parse-time cuts
-# of issue 6 (built the slow way: @task_group decorator, one >> per phase). A change of the seed config
+# of issue 6 (built the slow way: @task_group decorator, one >> per phase). A change of that config
 # or of the DAG shape changes them on purpose: then check the diff of `summary()` and re-pin.
 # Re-pinned for issue 11 (hang detection): the Slurm tasks gained the template field
 # `progress_paths` (the training's checkpoint tracker; [] for conversions) and the pinned attributes
 # unknown_timeout/progress_timeout/startup_timeout; the diff against the old pins was exactly that.
-SUMMARY_SHA = "defe51bca170d0bc71e5e951d63d6f82658e12ebe7b02d21fb5e261325c4cf38"
-SERIALIZED_SHA = "72fc772052aebc5e33f93480c5f3b713699bb5b7e981f1c35a945927ac6c1125"
+# Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
+# path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
+# was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
+SUMMARY_SHA = "8f89dbcef579ad3322d1d1ed63206492427e8cce2240959d5f5c6ad2e77d03dc"
+SERIALIZED_SHA = "88accc4d932be00c1ecfa879c83c9c65af102eea674c938043e37bba2abb4646"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

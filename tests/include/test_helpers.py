@@ -207,3 +207,24 @@ def test_helpers_are_shellcheck_clean() -> None:
         ["shellcheck", "-x", *map(str, scripts)], capture_output=True, text=True, check=False, cwd=HELPERS
     )
     assert proc.returncode == 0, proc.stdout
+
+
+def _container(runtime: str, gpus: int, extra: str = "") -> subprocess.CompletedProcess[str]:
+    script = (
+        f'source {HELPERS / "container_runtime.sh"}; autoexp_container "$1" "$2" /img/x.sif || exit $?; '
+        'echo "${#CONTAINER[@]}: ${CONTAINER[*]}"'
+    )
+    env = {**os.environ, "AUTOEXP_CONTAINER_ARGS": extra}
+    return subprocess.run(
+        ["bash", "-uc", script, "-", runtime, str(gpus)], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_container_runtime_prefix_for_each_runtime() -> None:
+    apptainer = _container("apptainer", 4, "--bind /p/data1").stdout
+    assert apptainer == "6: apptainer exec --nv --bind /p/data1 /img/x.sif\n"
+    assert _container("singularity", 0).stdout == "3: singularity exec /img/x.sif\n"
+    assert _container("none", 4).stdout == "0: \n"
+    bad = _container("docker", 0)
+    assert bad.returncode == 2
+    assert "CONTAINER_RUNTIME must be apptainer, singularity or none, got 'docker'" in bad.stderr

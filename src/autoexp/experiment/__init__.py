@@ -1,1 +1,1 @@
-"""Experiment planner and DAG factory: composes the config engine and the Slurm layer."""
+"""Campaign modules still to move into autoexp.campaign (settings, triggers, ti_states; issue 13)."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,16 +12,12 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
-from autoexp.experiment import report as rep
-from autoexp.experiment.paths import REPO_ROOT
+from autoexp.campaign.planning import report_data as rep
+from autoexp.campaign.planning import run_layout
+from autoexp.campaign.planning.checkout import ensure_default_env
+from autoexp.campaign.planning.config_source import ConfigDriftError, check_unchanged
 
 log = logging.getLogger(__name__)
-HELPERS_DIR = REPO_ROOT / "include" / "helpers"
-
-
-def config_hash(path: Path) -> str:
-    """Short content hash of a config file: shown in doc_md, checked again when the run stages."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
 def _hook(ssh_conn_id: str) -> Any:
@@ -36,6 +30,7 @@ def stage(
     *,
     config_path: str,
     expected_hash: str,
+    expected_env: Mapping[str, str | None],
     scripts: Mapping[str, str],
     copies: Mapping[str, str],
     helpers_dir: str,
@@ -44,16 +39,19 @@ def stage(
 ) -> dict[str, str]:
     """Render each job's sbatch script and upload it (plus the helpers); a dry run only renders and logs.
 
-    Idempotent: the same config renders the same bytes, and writes are atomic renames.
+    The jobs are expanded again here (the DAG holds no rendered script), from the same file and the
+    same ``${oc.env:...}`` values the DAG was planned from: anything else is refused, since the
+    scripts would then write where the DAG's tasks do not look. Idempotent: the same config renders
+    the same bytes, and writes are atomic renames.
     """
     from autoexp.config import expand, load_config, render
 
     path = Path(config_path)
-    if config_hash(path) != expected_hash:
-        raise AirflowException(
-            f"{config_path} changed since this DAG was parsed (hash {expected_hash}); wait for the "
-            "DAG processor to re-parse it, then clear this task"
-        )
+    ensure_default_env()  # the defaults the DAG processor planned with
+    try:
+        check_unchanged(path, expected_hash, expected_env)
+    except ConfigDriftError as exc:
+        raise AirflowException(str(exc)) from None
     jobs = {job.name: job for job in expand(load_config(path))}
     missing = sorted(set(scripts) - set(jobs))
     if missing:
@@ -72,10 +70,11 @@ def stage(
         staged[name] = remote
         log.info("staged %s -> %s", name, remote)
     if hook is not None:
+        remote_helpers = run_layout.helpers_dir(next(iter(scripts.values())))
         for helper in sorted(Path(helpers_dir).glob("*.sh")):
-            target = f"{next(iter(scripts.values())).rsplit('/', 1)[0]}/helpers/{helper.name}"
+            target = f"{remote_helpers}/{helper.name}"
             hook.upload_file(str(helper), target)
-            hook.run(f"chmod +x {shlex.quote(target)}")
+            hook.run(run_layout.chmod_executable(target))
     return staged
 
 

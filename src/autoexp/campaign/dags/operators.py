@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
-from slurm_operator import events, naming
+from slurm_operator import events
 from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.operators import SlurmOperator
 from slurm_operator.triggers import SlurmJobTrigger
 
-from autoexp.experiment import commands, tasks
+from autoexp.campaign.dags import task_callables
+from autoexp.campaign.planning import run_layout
+from autoexp.campaign.planning.dag_plan import TRAIN_TASK
+from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 
 T = TypeVar("T")
-FAILED, FINISHED, STOPPED = "failed", "finished", "stopped"
-# The training task's id inside its phase's task group (the factory builds it, the waits watch it).
-TRAIN_TASK = "train"
 
 
 def gate(context: Context, phase: str) -> None:
@@ -37,11 +36,6 @@ def gate(context: Context, phase: str) -> None:
         raise AirflowSkipException(f"{phase} is not in this run's phases {list(selected)}: skipped")
 
 
-def outcome_path(state_dir: str, run_id: str, phase: str, outcome: str) -> str:
-    """Marker the phase's training task leaves on the cluster: ``<state_dir>/<run>/<phase>.<outcome>``."""
-    return f"{state_dir.rstrip('/')}/{naming.sanitize(run_id)}/{phase}.{outcome}"
-
-
 class CampaignSlurmOperator(SlurmOperator):
     """SlurmOperator for one phase of an experiment.
 
@@ -49,7 +43,7 @@ class CampaignSlurmOperator(SlurmOperator):
         Param; ``max_attempts`` comes from the run's Param too, set before submitting and on every
         resume, so "Trigger DAG w/ config" governs a run already in flight.
     :param start_condition: the YAML's ``start_condition_cmd``, run as given before (re-)attaching
-        (AutoExperiment runs it before every submission; the seed's helpers are idempotent); it
+        (AutoExperiment runs it before every submission; the shipped helpers are idempotent); it
         must print 1.
     :param state_dir: where the outcome markers go (training tasks only). The last try of a failed
         training writes ``<phase>.failed``, a success ``<phase>.finished``, and its job trigger
@@ -75,16 +69,16 @@ class CampaignSlurmOperator(SlurmOperator):
         if self.state_dir:
             # A new try (retry or clear): the verdict of an earlier try no longer holds.
             self._hook().run(
-                commands.remove_file(self._marker(context, FAILED), self._marker(context, STOPPED))
+                run_layout.remove_file(self._marker(context, FAILED), self._marker(context, STOPPED))
             )
         if self.start_condition:
-            tasks.check_start_condition(self._hook(), self.start_condition, self.task_id)
-        return self._guard(context, lambda: super(CampaignSlurmOperator, self).execute(context))
+            task_callables.check_start_condition(self._hook(), self.start_condition, self.task_id)
+        return self._run_marking_outcome(context, lambda: super(CampaignSlurmOperator, self).execute(context))
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
         self._run_id = str(context["run_id"])
-        return self._guard(
+        return self._run_marking_outcome(
             context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
         )
 
@@ -109,7 +103,7 @@ class CampaignSlurmOperator(SlurmOperator):
     def _marker(self, context: Context, outcome: str) -> str:
         return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)
 
-    def _guard(self, context: Context, step: Callable[[], T]) -> T:
+    def _run_marking_outcome(self, context: Context, step: Callable[[], T]) -> T:
         """Run a step; leave the outcome marker when the task ends (deferral is not an end)."""
         try:
             result = step()
@@ -119,13 +113,13 @@ class CampaignSlurmOperator(SlurmOperator):
             last = ti.try_number > (int(self.retries or 0) if max_tries is None else int(max_tries))
             # AirflowFailException ends the task without retries, whatever try this is.
             if self.state_dir and (last or isinstance(exc, AirflowFailException)):
-                self._leave(context, FAILED, f"{type(exc).__name__}: {exc}"[-2000:])
+                self._write_marker(context, FAILED, f"{type(exc).__name__}: {exc}"[-2000:])
             raise
         if self.state_dir:
-            self._leave(context, FINISHED, "done")
+            self._write_marker(context, FINISHED, "done")
         return result
 
-    def _leave(self, context: Context, outcome: str, text: str) -> None:
+    def _write_marker(self, context: Context, outcome: str, text: str) -> None:
         path = self._marker(context, outcome)
         try:
             self._hook().write_text(path, text + "\n")
@@ -215,7 +209,7 @@ class CheckpointWait(BaseOperator):
 class StageOperator(BaseOperator):
     """Render every job's sbatch script from the config and upload it with the helpers.
 
-    :param stage_args: keyword arguments of ``tasks.stage`` (config path and hash, script targets...).
+    :param stage_args: keyword arguments of ``task_callables.stage`` (config path, hash, script targets...).
     """
 
     ui_color = "#deebf7"
@@ -225,13 +219,13 @@ class StageOperator(BaseOperator):
         self.stage_args = dict(stage_args)
 
     def execute(self, context: Context) -> dict[str, str]:
-        return tasks.stage(context=context, **self.stage_args)
+        return task_callables.stage(context=context, **self.stage_args)
 
 
 class ReportOperator(BaseOperator):
     """Collect results and losses of every checkpoint into a table and plots.
 
-    :param report_args: keyword arguments of ``tasks.build_report`` (experiment, phases, out_dir...).
+    :param report_args: keyword arguments of ``task_callables.build_report`` (experiment, phases, out_dir...).
     """
 
     ui_color = "#e5f5e0"
@@ -243,9 +237,4 @@ class ReportOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         if context["params"].get("dry_run"):
             raise AirflowSkipException("dry run: nothing ran, nothing to report")
-        return tasks.build_report(context=context, **self.report_args)
-
-
-def state_dir_of(remote_dir: str) -> str:
-    """Folder of the outcome markers inside an experiment's staging folder."""
-    return posixpath.join(remote_dir, "state")
+        return task_callables.build_report(context=context, **self.report_args)

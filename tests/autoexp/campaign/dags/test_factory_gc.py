@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from autoexp.experiment import factory
+from autoexp.campaign.dags import factory
 
 
 @pytest.fixture

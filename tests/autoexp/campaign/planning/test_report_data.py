@@ -1,11 +1,10 @@
-"""Report parsing and shell snippets: pure functions, exact values."""
+"""Report data: log and results parsing, tables and plots; pure functions, exact values."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from autoexp.experiment import commands, report
+from autoexp.campaign.planning import report_data as report
 
 LOG = """\
  iteration        5/      40 | consumed samples: 20 | lm loss: 5.500000E+00 |
@@ -45,28 +44,6 @@ def test_perplexity_tasks_get_their_own_column_outside_the_score() -> None:
     assert row["ppl/word_perplexity"] == 2.5
     header = report.to_text([row]).splitlines()[0].split()
     assert header[-2:] == ["mc/acc", "ppl/word_perplexity"]
-
-
-def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
-    ckpt = tmp_path / "run dir" / "checkpoints"
-    ckpt.mkdir(parents=True)
-    (ckpt / commands.TRACKER).write_text("40\n")
-
-    def sh(cmd: str) -> str:
-        return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True).stdout.strip()
-
-    assert sh(commands.tracker_reached(str(ckpt), 40)) == "1"
-    assert sh(commands.tracker_reached(str(ckpt), 41)) == "0"
-    assert sh(commands.tracker_value(str(ckpt))) == "40"
-    run = str(tmp_path / "run dir")
-    assert sh(commands.marker_exists(run, 40)) == "0"
-    Path(commands.done_marker(run, 40)).parent.mkdir()
-    Path(commands.done_marker(run, 40)).touch()
-    Path(commands.results_path(run, 40)).parent.mkdir(parents=True)
-    Path(commands.results_path(run, 40)).write_text("{}")
-    assert sh(commands.marker_exists(run, 40)) == "1"
-    assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 0"])) == "0"
-    assert sh(commands.all_say_one([commands.marker_exists(run, 40), "echo 1"])) == "1"
 
 
 def test_plots_include_each_perplexity_metric(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ def campaign(
     branches: Mapping[str, tuple[int, int]] | None = None,
     convert: bool = True,
 ) -> list[FakeJob]:
-    """Jobs shaped like the seed's: per experiment PRETRAIN and COOLDOWN x branch, each TRAIN + CONVERT_EVAL.
+    """Jobs shaped like config/scaling_exps.yaml's: per experiment PRETRAIN and COOLDOWN x branch, each
+    TRAIN + CONVERT_EVAL.
 
     `branches` maps a CD_SCALE label to (ITER, TRAIN_ITERS).
     """

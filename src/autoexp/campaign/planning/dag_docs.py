@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autoexp.experiment.plan import ExperimentPlan
+from autoexp.campaign.planning.plan import ExperimentPlan
 
 
 def _variables(params: Mapping[str, Any]) -> str:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# src/autoexp/experiment/paths.py -> the repository root (the package is installed editable, in place).
-REPO_ROOT = Path(__file__).resolve().parents[3]
+# src/autoexp/campaign/planning/checkout.py -> the repository root (the package is installed editable,
+# in place).
+REPO_ROOT = Path(__file__).resolve().parents[4]
+# The shell helpers stage uploads next to the scripts (the templates source them there).
+HELPERS_DIR = REPO_ROOT / "include" / "helpers"
 ROOT_ENV = "AUTOEXP_ROOT"
 DEMO_DIR_ENV = "AUTOEXP_DEMO_DIR"
 

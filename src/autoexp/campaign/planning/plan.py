@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from autoexp.campaign.planning import run_layout
 from autoexp.experiment.settings import AirflowSettings, Keys
 
 PRETRAIN = "pretrain"
@@ -68,8 +69,8 @@ class PhasePlan:
 
     @property
     def checkpoint_dir(self) -> str:
-        """Megatron's ``--save`` folder (the seed's layout)."""
-        return f"{self.run_dir}/checkpoints"
+        """Megatron's ``--save`` folder (see run_layout.CHECKPOINTS_SUBDIR)."""
+        return run_layout.checkpoint_dir(self.run_dir)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def _check_tokens(job: JobLike, keys: Keys, budget_var: str, train_iters: int, t
         )
 
 
-def _phase(
+def _plan_phase(
     keys: Keys, key: str, branch: str | None, train: JobLike, convert: JobLike | None, pretrain_iters: int
 ) -> PhasePlan:
     train_iters = _as_int(train, keys.train_iters)
@@ -248,7 +249,7 @@ def _phase(
     )
 
 
-def _one(jobs: Sequence[JobLike], what: str, keys: Keys, required: bool) -> JobLike | None:
+def _single_job(jobs: Sequence[JobLike], what: str, keys: Keys, required: bool) -> JobLike | None:
     if len(jobs) > 1:
         names = ", ".join(j.name for j in jobs)
         raise _error(jobs[1], keys.mode, f"{what} has {len(jobs)} jobs for one mode ({names})")
@@ -277,15 +278,17 @@ def _plan_experiment(name: str, jobs: Sequence[JobLike], settings: AirflowSettin
                 job, keys.phase, f"unknown phase {phase!r} (expected {keys.pretrain} or {keys.cooldown})"
             )
     what = f"experiment {name}"
-    train = _one(pre[keys.train], f"{what} {keys.pretrain}", keys, required=True)
+    train = _single_job(pre[keys.train], f"{what} {keys.pretrain}", keys, required=True)
     assert train is not None  # required=True raised otherwise
     # pretrain_iters only bounds cooldown branches; pretraining itself has no branch iteration.
-    pretrain = _phase(keys, PRETRAIN, None, train, _one(pre[keys.convert_eval], what, keys, False), 0)
+    pretrain = _plan_phase(
+        keys, PRETRAIN, None, train, _single_job(pre[keys.convert_eval], what, keys, False), 0
+    )
     cooldowns: list[PhasePlan] = []
     notes: list[str] = []
     seen: dict[str, str] = {}
     for branch, by_mode in branches.items():
-        cd_train = _one(by_mode[keys.train], f"{what} {keys.cooldown} {branch}", keys, required=True)
+        cd_train = _single_job(by_mode[keys.train], f"{what} {keys.cooldown} {branch}", keys, required=True)
         assert cd_train is not None
         key = "cooldown_" + _TASK_KEY_BAD.sub("_", branch)
         if key in seen:
@@ -293,8 +296,8 @@ def _plan_experiment(name: str, jobs: Sequence[JobLike], settings: AirflowSettin
                 cd_train, keys.branch, f"branches {seen[key]!r} and {branch!r} give the same task id"
             )
         seen[key] = branch
-        convert = _one(by_mode[keys.convert_eval], f"{what} {keys.cooldown} {branch}", keys, False)
-        cooldown = _phase(keys, key, branch, cd_train, convert, pretrain.train_iters)
+        convert = _single_job(by_mode[keys.convert_eval], f"{what} {keys.cooldown} {branch}", keys, False)
+        cooldown = _plan_phase(keys, key, branch, cd_train, convert, pretrain.train_iters)
         if cooldown.run_dir == pretrain.run_dir:
             raise _error(
                 cd_train, keys.run_dir, f"cooldown {branch} writes into pretraining's {cooldown.run_dir}"

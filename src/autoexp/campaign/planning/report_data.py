@@ -1,4 +1,4 @@
-"""Campaign report: eval scores and training losses per checkpoint -> table (CSV, JSON) and plots (PNG)."""
+"""Campaign report data: eval scores and training losses per checkpoint -> tables (CSV, JSON), plots."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def row(
 
 
 def param_count(params: Mapping[str, Any]) -> int | None:
-    """Approximate parameter count 12 L H^2 + V H (the seed's warmup formula) when the shape is known."""
+    """Approximate parameter count 12 L H^2 + V H (the LR_WARMUP_ITERS formula of
+    config/scaling_exps.yaml) when the shape is known."""
     try:
         layers, hidden = int(params["NUM_LAYERS"]), int(params["HIDDEN_SIZE"])
         vocab = int(params.get("VOCAB_SIZE", 0))

@@ -1,4 +1,5 @@
-"""Drive a running Airflow over REST: trigger every DAG of a campaign, wait, print reports and overhead."""
+"""The demo's driver (scripts/demo runs it): trigger every DAG of a campaign over Airflow's REST API,
+wait, print the reports and the orchestration overhead. Not part of the product package."""
 
 from __future__ import annotations
 
@@ -16,8 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slurm_operator.commands import SACCT_FORMAT
+from slurm_operator.parsers import parse_sacct
+
+from autoexp.campaign.planning import run_layout
+
 if TYPE_CHECKING:
-    from autoexp.experiment.plan import ExperimentPlan
+    from autoexp.campaign.planning.plan import ExperimentPlan
 
 log = logging.getLogger("autoexp.demo")
 
@@ -71,29 +77,33 @@ class Api:
         return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
 
 
-def _sacct_jobs(since: float) -> list[tuple[str, float, float | None]]:
-    """(job name, start, end or None) of every job since ``since`` (the local cluster's sacct)."""
+def _epoch(stamp: str) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:  # "" for a job that has not started or ended
+        return None
+
+
+def sacct_jobs(sacct_output: str) -> list[tuple[str, float, float | None]]:
+    """(job name, start, end or None) of every job that started, from ``sacct -P -o SACCT_FORMAT``."""
+    jobs: list[tuple[str, float, float | None]] = []
+    for record in parse_sacct(sacct_output):
+        start = _epoch(record.start)
+        if start is not None:
+            jobs.append((record.name, start, _epoch(record.end)))
+    return jobs
+
+
+def _sacct_since(since: float) -> str:
+    """Every job of every user since ``since`` (the local cluster's sacct), one line each."""
     start = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "-S", start, "-o", "JobName%200,Start,End"],
+    return subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "-S", start, "-o", SACCT_FORMAT],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     ).stdout
-    jobs: list[tuple[str, float, float | None]] = []
-    for line in out.splitlines():
-        name, begin, end = [*line.split("|"), "", ""][:3]
-        try:
-            b = datetime.fromisoformat(begin).timestamp()
-        except ValueError:
-            continue  # never started
-        try:
-            e: float | None = datetime.fromisoformat(end).timestamp()
-        except ValueError:
-            e = None
-        jobs.append((name, b, e))
-    return jobs
 
 
 def slurm_busy_seconds(jobs: list[tuple[str, float, float | None]], since: float, until: float) -> float:
@@ -164,7 +174,7 @@ def print_report(report_dir: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    parser = argparse.ArgumentParser(prog="python -m autoexp.experiment.campaign_run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/lib/campaign_run.py", description=__doc__)
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--check", action="store_true", help="only build the config's DAGs and exit")
     parser.add_argument("--config", type=Path, required=True)
@@ -172,20 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
     args = parser.parse_args(argv)
 
-    from autoexp.config import ConfigError
-    from autoexp.experiment.factory import load_plans
-    from autoexp.experiment.plan import PlanError
-    from autoexp.experiment.settings import SettingsError
+    from autoexp.campaign.planning.loading import config_errors, load_plans
 
     try:
         plans, _ = load_plans(args.config)
         if args.check:
-            from autoexp.experiment.factory import build_dags
+            from autoexp.campaign.dags.factory import build_dags
 
             dags = build_dags(args.config)
             print(f"{args.config}: {len(dags)} DAGs: {', '.join(d.dag_id for d in dags)}")
             return 0
-    except (ConfigError, SettingsError, PlanError, OSError) as exc:
+    except config_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     api = Api(args.port)
@@ -209,8 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t1 = time.time()
     for plan in plans:
         print(f"\n== {plan.dag_id}: {states.get(plan.dag_id, 'not finished')}")
-        print_report(Path(plan.pretrain.run_dir) / "report")
-    jobs = _sacct_jobs(t0)
+        print_report(Path(run_layout.report_dir(plan.pretrain.run_dir)))
+    jobs = sacct_jobs(_sacct_since(t0))
     busy = slurm_busy_seconds(jobs, t0, t1)
     critical = critical_path_seconds(plans, jobs)
     print(

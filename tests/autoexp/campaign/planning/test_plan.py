@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from autoexp.experiment.plan import (
+from autoexp.campaign.planning.plan import (
     PlanError,
     dag_id_for,
     expected_checkpoints,
@@ -14,7 +14,7 @@ from autoexp.experiment.plan import (
     slurm_time_secs,
 )
 from autoexp.experiment.settings import AirflowSettings, Keys
-from tests.autoexp.experiment.jobs import FakeJob, campaign
+from tests.autoexp.campaign.planning.jobs import FakeJob, campaign
 
 SETTINGS = AirflowSettings()
 
@@ -48,7 +48,7 @@ def test_expected_checkpoints_table(
     start: int, iters: int, interval: int, expected: tuple[int, ...] | None
 ) -> None:
     got = expected_checkpoints(start, iters, interval)
-    if expected is None:  # the seed's longest pretraining: 30 saves plus the final one
+    if expected is None:  # config/scaling_exps.yaml's longest pretraining: 30 saves plus the final one
         assert len(got) == 31
         assert got[0] == 2000
         assert got[-2:] == (60000, 61036)

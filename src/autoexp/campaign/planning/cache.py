@@ -1,10 +1,11 @@
 """Expansion cache: what the factory needs of a config's jobs, stored per content hash (parse-time cost).
 
 The DAG processor re-parses every DAG file every 30 s, and each parse expands the whole grid again
-(about 0.6 s for the seed's 1080 jobs, more than the 0.5 s parse budget). The planner only reads a
-few variables of most jobs, so a compact JSON copy of those, keyed by everything the expansion
-depends on (file bytes, overrides, the environment variables the file reads, the engine's code),
-lets a re-parse skip the expansion. Any doubt (unreadable, other version, odd value) is a miss.
+(about 0.6 s for the 1080 jobs of config/scaling_exps.yaml, more than the 0.5 s parse budget). The
+planner only reads a few variables of most jobs, so a compact JSON copy of those, keyed by everything
+the expansion depends on (file bytes, overrides, the environment variables the file reads, the
+engine's code), lets a re-parse skip the expansion. Any doubt (unreadable, other version, odd
+value) is a miss.
 """
 
 from __future__ import annotations
@@ -13,22 +14,21 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from autoexp.experiment.plan import JobLike
+from autoexp.campaign.planning.config_source import env_names
+from autoexp.campaign.planning.plan import JobLike
 from autoexp.experiment.settings import AirflowSettings, Keys
 
 log = logging.getLogger(__name__)
 CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
 _FORMAT = 1
-_ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 _SCALARS = (str, int, float, bool, type(None))
-_PACKAGE = Path(__file__).resolve().parents[1]  # src/autoexp
+_PACKAGE = Path(__file__).resolve().parents[2]  # src/autoexp
 _KEEP = 32  # entries kept per folder: every edit of a config adds one
 
 
@@ -66,7 +66,8 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
 def _code_fingerprint() -> str:
     """Size and mtime of the engine and planner sources: editing them invalidates every entry."""
     parts = []
-    for folder in (_PACKAGE / "config", _PACKAGE / "experiment"):
+    # experiment/ still holds the settings parser (it moves to campaign/planning/).
+    for folder in (_PACKAGE / "config", _PACKAGE / "campaign" / "planning", _PACKAGE / "experiment"):
         for source in sorted(folder.glob("*.py")):
             st = source.stat()
             parts.append(f"{source.name}:{st.st_size}:{st.st_mtime_ns}")
@@ -79,7 +80,7 @@ def cache_key(text: bytes, overrides: Sequence[str], location: Path) -> str:
     digest = hashlib.sha256()
     digest.update(f"format {_FORMAT}\n{_code_fingerprint()}\n{location.resolve()}\n".encode())
     digest.update(json.dumps(list(overrides)).encode())
-    for name in sorted(set(_ENV_REF.findall(text.decode("utf-8", "replace")))):
+    for name in env_names(text):
         digest.update(f"\n{name}={os.environ.get(name)!r}".encode())
     digest.update(b"\n")
     digest.update(text)

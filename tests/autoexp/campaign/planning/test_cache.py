@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from autoexp.campaign.planning import cache
+from autoexp.campaign.planning.checkout import REPO_ROOT, ensure_default_env
+from autoexp.campaign.planning.plan import ExperimentPlan, plan_campaign
 from autoexp.config import expand, load_config
-from autoexp.experiment import cache
-from autoexp.experiment.paths import REPO_ROOT, ensure_default_env
-from autoexp.experiment.plan import ExperimentPlan, plan_campaign
 from autoexp.experiment.settings import parse_settings
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from autoexp.experiment.operators import CampaignSlurmOperator, ReportOperator, gate, outcome_path
+from autoexp.campaign.dags.operators import CampaignSlurmOperator, ReportOperator, gate
+from autoexp.campaign.planning.run_layout import outcome_path
 
 
 def train_task(conn_id: str, state_dir: Path) -> CampaignSlurmOperator:
@@ -37,10 +38,10 @@ def test_only_the_last_failed_try_leaves_the_failed_marker(slurm_cluster: Any, t
     op = train_task(slurm_cluster.conn_id, tmp_path)
     failed = Path(outcome_path(str(tmp_path), "manual__1", "pretrain", "failed"))
     with pytest.raises(RuntimeError, match="without progress"):
-        op._guard(context(1, 1), boom)  # a retry follows: the waits keep waiting
+        op._run_marking_outcome(context(1, 1), boom)  # a retry follows: the waits keep waiting
     assert not failed.exists()
     with pytest.raises(RuntimeError, match="without progress"):
-        op._guard(context(2, 1), boom)
+        op._run_marking_outcome(context(2, 1), boom)
     assert failed.read_text() == "RuntimeError: 3 attempts without progress\n"
 
 
@@ -53,7 +54,7 @@ def test_a_failure_without_retry_leaves_the_failed_marker_at_once(slurm_cluster:
         raise AirflowFailException("Slurm job 7 was cancelled by alice")
 
     with pytest.raises(AirflowFailException):
-        op._guard(context(1, 1), cancelled)
+        op._run_marking_outcome(context(1, 1), cancelled)
     failed = Path(outcome_path(str(tmp_path), "manual__1", "pretrain", "failed"))
     assert failed.read_text() == "AirflowFailException: Slurm job 7 was cancelled by alice\n"
 
@@ -61,7 +62,7 @@ def test_a_failure_without_retry_leaves_the_failed_marker_at_once(slurm_cluster:
 @pytest.mark.slurm
 def test_success_leaves_the_finished_marker(slurm_cluster: Any, tmp_path: Path) -> None:
     op = train_task(slurm_cluster.conn_id, tmp_path)
-    assert op._guard(context(1, 1), lambda: ["attempt"]) == ["attempt"]
+    assert op._run_marking_outcome(context(1, 1), lambda: ["attempt"]) == ["attempt"]
     assert Path(outcome_path(str(tmp_path), "manual__1", "pretrain", "finished")).read_text() == "done\n"
 
 

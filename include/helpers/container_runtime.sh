@@ -1,0 +1,25 @@
+#!/bin/bash
+# The container runtime of both sbatch templates (include/sbatch/): CONTAINER_RUNTIME -> the command
+# prefix every launch goes through. Sourced, never executed.
+# shellcheck disable=SC2034  # CONTAINER is read by the template that sources this file
+
+# autoexp_container RUNTIME GPUS_PER_NODE IMAGE: set the array CONTAINER to the prefix
+# ("apptainer exec --nv <extra> IMAGE", or empty for "none"); return 2 on an unknown runtime.
+autoexp_container() {
+    local runtime="$1" gpus="$2" image="$3"
+    local -a extra
+    case "$runtime" in
+        apptainer|singularity)
+            CONTAINER=("$runtime" exec)
+            if [ "$gpus" -gt 0 ]; then CONTAINER+=(--nv); fi
+            # Extra binds etc. (e.g. "--bind /p/data1") come from the site environment.
+            read -r -a extra <<< "${AUTOEXP_CONTAINER_ARGS:-}"
+            CONTAINER+=("${extra[@]}" "$image")
+            ;;
+        none) CONTAINER=() ;;
+        *)
+            echo "[autoexp] CONTAINER_RUNTIME must be apptainer, singularity or none, got '$runtime'" >&2
+            return 2
+            ;;
+    esac
+}

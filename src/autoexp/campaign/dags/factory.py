@@ -1,0 +1,289 @@
+"""DAG factory: DAG plans -> Airflow DAGs (the only module that builds DAGs; it decides nothing)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+from collections.abc import Iterator, MutableMapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, TaskGroup
+from airflow.sdk.definitions.param import ParamsDict
+
+from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
+from autoexp.campaign.dags.notifier import CampaignNotifier
+from autoexp.campaign.dags.operators import (
+    CampaignSlurmOperator,
+    CheckpointWait,
+    ReportOperator,
+    StageOperator,
+)
+from autoexp.campaign.planning.checkout import HELPERS_DIR
+from autoexp.campaign.planning.config_source import config_hash, env_values
+from autoexp.campaign.planning.dag_docs import doc_md
+from autoexp.campaign.planning.dag_plan import (
+    TRAIN_TASK,
+    CheckpointsPlan,
+    DagPlan,
+    PhaseTasksPlan,
+    WaitPlan,
+    plan_dag,
+)
+from autoexp.campaign.planning.loading import config_errors, load_plans
+from autoexp.experiment.settings import AirflowSettings
+
+log = logging.getLogger(__name__)
+_MAX_ACTIVE_TASKS = 64
+
+
+class CampaignConfigError(Exception):
+    """Raised by a broken config's placeholder DAG at validation; Airflow shows it as an import error."""
+
+
+class BrokenConfigDag(DAG):
+    """Stands in for the DAGs of a config that failed to load.
+
+    Airflow bags the DAGs of a file one by one and records an import error for each DAG whose
+    ``validate()`` raises; so a broken config shows its one-line error in the UI while the DAGs of
+    the other configs in the same file are still registered.
+    """
+
+    def validate(self) -> None:
+        raise CampaignConfigError(self.description or "broken config")
+
+
+def _wait_task(task_id: str, wait: WaitPlan, iteration: Any, ssh_conn_id: str) -> CheckpointWait:
+    return CheckpointWait(
+        task_id=task_id,
+        phase=wait.phase,
+        ssh_conn_id=ssh_conn_id,
+        checkpoint_dir=wait.checkpoint_dir,
+        iteration=iteration,
+        state_dir=wait.state_dir,
+        watch_phase=wait.watch_phase,
+        watch_output=wait.watch_output,
+        timeout_secs=wait.timeout_secs,
+        poll_interval=wait.poll_interval,
+        settle_seconds=wait.settle_seconds,
+    )
+
+
+def _checkpoint_group(
+    phase: PhaseTasksPlan, group: CheckpointsPlan, settings: AirflowSettings, dag_plan: DagPlan
+) -> Any:
+    """Mapped task group: one instance per expected iteration, wait for the checkpoint, then convert+eval."""
+    # What ``@task_group`` + ``expand_kwargs`` build, built directly (see airflow_internals).
+    expand_input = ListOfDictsExpandInput([dict(values) for values in group.instances])
+
+    def arg(key: str) -> Any:
+        return MappedArgument(input=expand_input, key=key)
+
+    with MappedTaskGroup(
+        group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
+    ) as mapped:
+        wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id)
+        convert = CampaignSlurmOperator(
+            task_id="convert_eval",
+            phase=phase.key,
+            ssh_conn_id=settings.ssh_conn_id,
+            script_path=group.script_path,
+            remote_dir=dag_plan.remote_dir,
+            # The operator copies the mapping at build time; the value inside is resolved per instance.
+            environment={"CKPT_ITER": arg("ckpt_iter")},
+            completion_command=arg("completion"),
+            output_path=arg("output_path"),
+            max_attempts=settings.max_attempts,
+            max_attempts_without_progress=settings.max_attempts_without_progress,
+            poll_interval=phase.poll_interval,
+            unknown_timeout=settings.unknown_timeout,
+            pool=settings.pool_name,
+        )
+        wait >> convert
+    return mapped
+
+
+def _phase_tasks(
+    phase: PhaseTasksPlan, dag_plan: DagPlan, settings: AirflowSettings
+) -> tuple[Any, list[Any]]:
+    """Branch wait, training, mapped conversion -> (group, last tasks).
+
+    No gate or start-condition tasks: the phase tasks check the ``phases`` Param themselves and the
+    training runs the start condition before submitting (fewer tasks to build at parse time).
+    """
+    state_dir, train_plan = dag_plan.state_dir, phase.train
+    with TaskGroup(group_id=phase.key) as group:
+        heads: list[Any] = []
+        if phase.branch_wait is not None:
+            branch = phase.branch_wait
+            heads = [_wait_task("wait_branch_checkpoint", branch, branch.iteration, settings.ssh_conn_id)]
+        train = CampaignSlurmOperator(
+            task_id=TRAIN_TASK,
+            phase=phase.key,
+            start_condition=train_plan.start_condition,
+            state_dir=state_dir,
+            ssh_conn_id=settings.ssh_conn_id,
+            script_path=train_plan.script_path,
+            remote_dir=dag_plan.remote_dir,
+            output_path=train_plan.output_path,
+            completion_regex=train_plan.completion_regex,
+            completion_command=train_plan.completion_command,
+            progress_command=train_plan.progress_command,
+            max_attempts=settings.max_attempts,
+            max_attempts_without_progress=settings.max_attempts_without_progress,
+            poll_interval=phase.poll_interval,
+            unknown_timeout=settings.unknown_timeout,
+            # A hung training (NCCL deadlock, stuck file system) shows as a log and a checkpoint
+            # tracker that stop changing while Slurm says RUNNING; conversions are not watched.
+            progress_timeout=settings.progress_timeout or None,
+            startup_timeout=settings.startup_timeout,
+            progress_paths=list(train_plan.progress_paths),
+            pool=settings.pool_name,
+        )
+        last: list[Any] = [train]
+        mapped = None
+        if phase.checkpoints is not None:
+            mapped = _checkpoint_group(phase, phase.checkpoints, settings, dag_plan)
+            last.append(mapped)
+        for head in heads:
+            head >> [t for t in (train, mapped) if t is not None]
+    return group, last
+
+
+def _params(keys: list[str], settings: AirflowSettings) -> ParamsDict:
+    return ParamsDict(
+        {
+            "phases": Param(
+                keys,
+                type="array",
+                items={"type": "string", "enum": keys},
+                description="phases to run (others are skipped)",
+            ),
+            "dry_run": Param(False, type="boolean", description="render and log the scripts, submit nothing"),
+            "max_attempts": Param(
+                settings.max_attempts, type="integer", minimum=1, description="Slurm submissions per task try"
+            ),
+        }
+    )
+
+
+def materialize(
+    dag_plan: DagPlan, settings: AirflowSettings, config_path: Path, digest: str, env: dict[str, str | None]
+) -> DAG:
+    """Build the DAG of one planned experiment (``env``: the variables the config read, see stage)."""
+    plan = dag_plan.experiment
+    notifier = CampaignNotifier(
+        kind=settings.notify.kind,
+        experiment=plan.name,
+        path=settings.notify.path,
+        to=settings.notify.to,
+        conn_id=settings.notify.conn_id,
+    )
+    with DAG(
+        dag_id=plan.dag_id,
+        schedule=settings.schedule,
+        start_date=datetime.fromisoformat(settings.start_date),
+        catchup=False,
+        max_active_runs=1,
+        # Explicit values: each one left out is a configuration lookup per DAG at parse time.
+        max_active_tasks=_MAX_ACTIVE_TASKS,
+        max_consecutive_failed_dag_runs=0,
+        tags=list(settings.tags),
+        is_paused_upon_creation=settings.paused,
+        default_args={
+            "owner": settings.owner,
+            "retries": settings.retries,
+            "retry_delay": timedelta(seconds=settings.retry_delay_secs),
+            "on_failure_callback": notifier,
+        },
+        description=f"{plan.name}: {len(plan.cooldowns)} cooldown branches, {config_path.name}",
+    ) as dag:
+        stage = StageOperator(
+            task_id="stage",
+            stage_args={
+                "config_path": str(config_path),
+                "expected_hash": digest,
+                "expected_env": env,
+                "scripts": dict(dag_plan.scripts),
+                "copies": dict(dag_plan.copies),
+                "helpers_dir": str(HELPERS_DIR),
+                "ssh_conn_id": settings.ssh_conn_id,
+            },
+        )
+        ends: list[Any] = []
+        groups: list[Any] = []
+        for phase in dag_plan.phases:
+            group, last = _phase_tasks(phase, dag_plan, settings)
+            groups.append(group)
+            ends += last
+        stage >> groups  # one call: each >> hashes the DAG of every task it links
+        report = ReportOperator(
+            task_id="report",
+            trigger_rule="none_failed",
+            outlets=[
+                Asset(
+                    name=f"autoexp.{plan.dag_id}.eval_results",
+                    uri=f"slurm://{settings.ssh_conn_id}{dag_plan.eval_results_dir}",
+                )
+            ],
+            report_args={
+                "ssh_conn_id": settings.ssh_conn_id,
+                "experiment": plan.name,
+                "phases": [dict(p) for p in dag_plan.report_phases],
+                "out_dir": dag_plan.report_dir,
+            },
+        )
+        ends >> report
+    # Set after the tasks: every operator built inside a DAG deep-copies the DAG's Params (once per
+    # class in its hierarchy), and the task runner merges the DAG's Params into each task's anyway.
+    dag.params = _params([p.key for p in plan.phases], settings)
+    dag.doc_md = doc_md(plan, str(config_path), digest, dag_plan.notes)
+    return dag
+
+
+def build_dags(config_path: str | Path, overrides: Sequence[str] = ()) -> list[DAG]:
+    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError."""
+    path = Path(config_path).absolute()
+    plans, settings = load_plans(path, overrides)
+    digest, env = config_hash(path), env_values(path)
+    return [materialize(plan_dag(plan, settings), settings, path, digest, env) for plan in plans]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the DAGs are built.
+
+    Building the 2,100 operators of config/scaling_exps.yaml allocates enough objects to trigger
+    full collections, each of which walks every object of the process (Airflow's modules included):
+    more than a third of a parse (bench/bench_dag_parse.py measures it). What is built stays alive
+    anyway; the little cyclic garbage is collected after the parse.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def register(namespace: MutableMapping[str, Any], paths: Sequence[Path]) -> list[str]:
+    """Put every config's DAGs into a DAG file's globals; a broken config becomes an import error only."""
+    ids: list[str] = []
+    for path in paths:
+        try:
+            with _gc_paused():
+                dags = build_dags(path)
+        except config_errors() as exc:  # evaluated only when an exception propagates
+            message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
+            namespace[f"broken_{path.stem}"] = BrokenConfigDag(
+                dag_id=f"autoexp_broken_config_{path.stem}", description=message, schedule=None
+            )
+            log.error("%s", message)
+            continue
+        for dag in dags:
+            namespace[dag.dag_id] = dag
+            ids.append(dag.dag_id)
+    return ids

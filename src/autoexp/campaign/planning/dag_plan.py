@@ -1,0 +1,258 @@
+"""Experiment plan + settings -> everything one DAG's tasks need: paths, commands, wait budgets.
+
+The factory only turns a DagPlan into Airflow objects; every decision (which script, which log,
+when a training counts as done, how long a wait may last, what the report reads) is made here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autoexp.campaign.planning import run_layout
+from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
+from autoexp.campaign.planning.report_data import param_count
+from autoexp.experiment.settings import AirflowSettings
+
+# The training task's id inside its phase's task group (the factory builds it, the waits watch it).
+TRAIN_TASK = "train"
+# A phase without a Slurm time limit: its waits give up after a week.
+_UNBOUNDED_WAIT = 7 * 86400.0
+# Time a submission may sit in the queue, on top of the attempts' time limits.
+_QUEUE_SLACK = 3600.0
+
+
+@dataclass(frozen=True)
+class WaitPlan:
+    """One wait for a checkpoint of ``watch_phase``'s training (a CheckpointWait task).
+
+    :param phase: the phase the wait belongs to (skipped with it).
+    :param iteration: the iteration, or None in a mapped group (each instance gets its own).
+    :param state_dir: where ``watch_phase``'s training leaves its outcome markers.
+    :param watch_output: that training's ``--output`` pattern (a cancel by the wait leaves its marker).
+    :param timeout_secs: the wait budget (see ``wait_budget``).
+    """
+
+    phase: str
+    checkpoint_dir: str
+    iteration: int | None
+    state_dir: str
+    watch_phase: str
+    watch_output: str
+    timeout_secs: float
+    poll_interval: float
+    settle_seconds: float
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """A phase's training task: its script, log pattern, start condition and completion checks."""
+
+    script_path: str
+    output_path: str
+    start_condition: str
+    completion_regex: str | None
+    completion_command: str
+    progress_command: str
+    progress_paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointsPlan:
+    """The mapped group of a phase: per expected iteration, wait for the checkpoint, then convert+eval.
+
+    :param instances: one mapping per iteration: ``iteration``, ``ckpt_iter`` (CKPT_ITER),
+        ``completion`` (the command printing 1 once converted and evaluated) and ``output_path``.
+    """
+
+    script_path: str
+    wait: WaitPlan
+    instances: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class PhaseTasksPlan:
+    """The task group of one phase; ``branch_wait``: for the pretrain checkpoint a cooldown starts from."""
+
+    key: str
+    poll_interval: float
+    branch_wait: WaitPlan | None
+    train: TrainPlan
+    checkpoints: CheckpointsPlan | None
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DagPlan:
+    """One experiment's DAG, decided: staging targets, phases, report inputs.
+
+    :param scripts: job name -> where stage uploads its rendered script.
+    :param copies: job name -> the script's copy next to its log ("" for none).
+    :param report_phases: what the report task reads per phase (JSON primitives only).
+    """
+
+    experiment: ExperimentPlan
+    remote_dir: str
+    state_dir: str
+    scripts: Mapping[str, str]
+    copies: Mapping[str, str]
+    phases: tuple[PhaseTasksPlan, ...]
+    report_phases: tuple[Mapping[str, Any], ...]
+    eval_results_dir: str
+    report_dir: str
+
+    @property
+    def notes(self) -> list[str]:
+        """Replacements of the YAML's own checks, shown on the DAG page."""
+        return [note for phase in self.phases for note in phase.notes]
+
+
+def _format(template: str, job: JobLike, what: str) -> str:
+    try:
+        return template.format_map(dict(job.params))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise PlanError(f"{job.name}: airflow.{what}: cannot fill {template!r}: {exc!r}") from None
+
+
+def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:
+    """Seconds a wait for one of ``phase``'s checkpoints may last (see checkpoint_timeout_secs)."""
+    if settings.checkpoint_timeout_secs:
+        return settings.checkpoint_timeout_secs
+    if phase.time_limit_secs is None:
+        return _UNBOUNDED_WAIT
+    attempts = (settings.retries + 1) * settings.max_attempts
+    return attempts * phase.time_limit_secs + _QUEUE_SLACK
+
+
+def train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
+    """Done = the tracker reached TRAIN_ITERS, and the YAML's own check where it still works."""
+    checks = [run_layout.tracker_reached(phase.checkpoint_dir, phase.train_iters)]
+    notes: list[str] = []
+    cmd = phase.train.termination_cmd
+    if cmd and phase.train.output_file and phase.train.output_file in cmd:
+        # The operator keeps one log per attempt, so a grep of the shared output_file would never match.
+        notes.append(
+            f"{phase.key}: termination_cmd greps {phase.train.output_file}; replaced by the checkpoint "
+            f"tracker reaching {phase.train_iters} (logs are per attempt)"
+        )
+    elif cmd:
+        checks.append(cmd)
+    if phase.convert is not None and phase.convert.start_condition_cmd:
+        notes.append(
+            f"{phase.key}: CONVERT_EVAL start_condition_cmd is replaced by a checkpoint sensor per iteration"
+        )
+    return run_layout.all_say_one(checks), notes
+
+
+def _poll_interval(phase: PhasePlan, settings: AirflowSettings) -> float:
+    return settings.poll_interval_secs or float(phase.train.check_interval_secs)
+
+
+def _wait(
+    waiter: PhasePlan, watched: PhasePlan, iteration: int | None, settings: AirflowSettings, state_dir: str
+) -> WaitPlan:
+    """``waiter``'s wait for a checkpoint of ``watched``'s training."""
+    return WaitPlan(
+        phase=waiter.key,
+        checkpoint_dir=watched.checkpoint_dir,
+        iteration=iteration,
+        state_dir=state_dir,
+        watch_phase=watched.key,
+        watch_output=run_layout.train_output(watched.train.output_file, watched.run_dir),
+        timeout_secs=wait_budget(watched, settings),
+        poll_interval=_poll_interval(waiter, settings),
+        settle_seconds=settings.checkpoint_settle_secs,
+    )
+
+
+def _checkpoints(
+    phase: PhasePlan, settings: AirflowSettings, script_path: str, state_dir: str
+) -> CheckpointsPlan:
+    assert phase.convert is not None
+    out = phase.convert.output_file
+    instances = tuple(
+        {
+            "iteration": it,
+            "ckpt_iter": str(it),
+            "completion": run_layout.marker_exists(phase.run_dir, it),
+            "output_path": run_layout.convert_output(out, phase.run_dir, it),
+        }
+        for it in phase.checkpoints
+    )
+    wait = _wait(phase, phase, None, settings, state_dir)
+    return CheckpointsPlan(script_path=script_path, wait=wait, instances=instances)
+
+
+def _phase_tasks(
+    phase: PhasePlan,
+    plan: ExperimentPlan,
+    settings: AirflowSettings,
+    scripts: Mapping[str, str],
+    state_dir: str,
+) -> PhaseTasksPlan:
+    branch_wait = None
+    if phase.branch is not None and not phase.from_scratch:
+        branch_wait = _wait(phase, plan.pretrain, phase.start_iter, settings, state_dir)
+    completion, notes = train_completion(phase)
+    train = TrainPlan(
+        script_path=scripts[phase.train.name],
+        output_path=run_layout.train_output(phase.train.output_file, phase.run_dir),
+        start_condition=phase.train.start_condition_cmd,
+        completion_regex=phase.train.termination_str or None,
+        completion_command=completion,
+        progress_command=run_layout.tracker_value(phase.checkpoint_dir),
+        progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
+    )
+    checkpoints = None
+    if phase.convert is not None:
+        checkpoints = _checkpoints(phase, settings, scripts[phase.convert.name], state_dir)
+    return PhaseTasksPlan(
+        key=phase.key,
+        poll_interval=_poll_interval(phase, settings),
+        branch_wait=branch_wait,
+        train=train,
+        checkpoints=checkpoints,
+        notes=tuple(notes),
+    )
+
+
+def _report_phases(plan: ExperimentPlan) -> tuple[Mapping[str, Any], ...]:
+    count = param_count(plan.pretrain.train.params)
+    return tuple(
+        {
+            "key": p.key,
+            "branch": p.branch,
+            "train_task": f"{p.key}.{TRAIN_TASK}",
+            "checkpoints": list(p.checkpoints),
+            "results": run_layout.results_template(p.run_dir),
+            "tokens_per_iter": p.tokens_per_iter,
+            "param_count": count,
+        }
+        for p in plan.phases
+        if p.convert is not None
+    )
+
+
+def plan_dag(plan: ExperimentPlan, settings: AirflowSettings) -> DagPlan:
+    """Decide every path, command and budget of one experiment's DAG; raises PlanError."""
+    remote_dir = _format(settings.remote_dir, plan.pretrain.train, "remote_dir").rstrip("/")
+    scripts: dict[str, str] = {}
+    copies: dict[str, str] = {}
+    for phase in plan.phases:
+        for job in (phase.train, phase.convert):
+            if job is not None:
+                scripts[job.name] = run_layout.script_path(remote_dir, job.name)
+                copies[job.name] = run_layout.script_copy(job.output_file, job.name)
+    state_dir = run_layout.state_dir(remote_dir)
+    return DagPlan(
+        experiment=plan,
+        remote_dir=remote_dir,
+        state_dir=state_dir,
+        scripts=scripts,
+        copies=copies,
+        phases=tuple(_phase_tasks(phase, plan, settings, scripts, state_dir) for phase in plan.phases),
+        report_phases=_report_phases(plan),
+        eval_results_dir=run_layout.eval_results_dir(plan.pretrain.run_dir),
+        report_dir=run_layout.report_dir(plan.pretrain.run_dir),
+    )

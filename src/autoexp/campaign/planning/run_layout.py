@@ -1,0 +1,148 @@
+"""Every path of a run folder and of an experiment's staging folder, and the shell snippets reading them.
+
+Built here and nowhere else; every value that reaches a shell is quoted here. A run folder is the
+``RUN_DIR`` of one training (pretraining or a cooldown branch) as the shipped templates lay it out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from slurm_operator import naming
+from slurm_operator.checkpoints import TRACKER_FILE
+
+# The training template says CHECKPOINT_PATH="$RUN_DIR/checkpoints" (include/sbatch/
+# train_container_simple.sh) and passes it to --save; tests/autoexp/campaign/planning/test_run_layout.py
+# fails when the two part ways.
+CHECKPOINTS_SUBDIR = "checkpoints"
+# Outcome markers a phase's training task leaves for its checkpoint waits (see operators).
+FAILED, FINISHED, STOPPED = "failed", "finished", "stopped"
+
+
+def _stem(path: str) -> str:
+    base = posixpath.basename(path)
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+# -- the run folder ----------------------------------------------------------------------------------
+
+
+def checkpoint_dir(run_dir: str) -> str:
+    """Megatron's ``--save`` folder of a run."""
+    return f"{run_dir.rstrip('/')}/{CHECKPOINTS_SUBDIR}"
+
+
+def tracker_path(checkpoints: str) -> str:
+    """Megatron's tracker file inside a ``--save`` folder."""
+    return f"{checkpoints.rstrip('/')}/{TRACKER_FILE}"
+
+
+def done_marker(run_dir: str, iteration: int) -> str:
+    """The convert+eval template's marker of a converted and evaluated checkpoint (un-padded iteration)."""
+    return f"{run_dir.rstrip('/')}/converted_checkpoints/iter_{int(iteration)}.done"
+
+
+def eval_results_dir(run_dir: str) -> str:
+    """Where the evaluator writes lm-eval's results, one folder per checkpoint."""
+    return f"{run_dir.rstrip('/')}/eval_results"
+
+
+def results_template(run_dir: str) -> str:
+    """``results_path`` as a ``str.format`` template with an ``{iteration}`` field (braces escaped)."""
+    escaped = eval_results_dir(run_dir).replace("{", "{{").replace("}", "}}")
+    return escaped + "/iter_{iteration}/results.json"
+
+
+def results_path(run_dir: str, iteration: int) -> str:
+    """lm-eval's results of one checkpoint."""
+    return results_template(run_dir).format(iteration=int(iteration))
+
+
+def report_dir(run_dir: str) -> str:
+    """Where the report task writes its table and plots (pretraining's run folder)."""
+    return f"{run_dir.rstrip('/')}/report"
+
+
+def train_output(output_file: str, run_dir: str) -> str:
+    """A training's ``--output`` pattern: one log per attempt next to the YAML's ``output_file``."""
+    return f"{posixpath.dirname(output_file) or run_dir}/{_stem(output_file) or 'train'}-%j.out"
+
+
+def convert_output(output_file: str, run_dir: str, iteration: int) -> str:
+    """A checkpoint's conversion ``--output`` pattern: one log per iteration and attempt."""
+    stem = _stem(output_file) or "convert"
+    return f"{posixpath.dirname(output_file) or run_dir}/{stem}-iter{int(iteration)}-%j.out"
+
+
+def script_copy(output_file: str, job_name: str) -> str:
+    """The rendered script's copy next to the job's log (as AutoExperiment leaves it); "" without a folder."""
+    log_dir = posixpath.dirname(output_file)
+    return f"{log_dir}/{job_name}.sbatch" if log_dir else ""
+
+
+# -- the staging folder (``airflow.remote_dir``) -----------------------------------------------------
+
+
+def script_path(remote_dir: str, job_name: str) -> str:
+    """Where stage uploads a job's rendered sbatch script."""
+    return f"{remote_dir.rstrip('/')}/scripts/{job_name}.sbatch"
+
+
+def helpers_dir(script: str) -> str:
+    """Where stage uploads include/helpers/, next to the scripts (the templates source them there)."""
+    return f"{posixpath.dirname(script)}/helpers"
+
+
+def state_dir(remote_dir: str) -> str:
+    """Folder of the outcome markers inside an experiment's staging folder."""
+    return posixpath.join(remote_dir, "state")
+
+
+def outcome_path(states: str, run_id: str, phase: str, outcome: str) -> str:
+    """Marker the phase's training task leaves on the cluster: ``<state_dir>/<run>/<phase>.<outcome>``."""
+    return f"{states.rstrip('/')}/{naming.sanitize(run_id)}/{phase}.{outcome}"
+
+
+# -- shell snippets ------------------------------------------------------------------------------------
+
+
+def tracker_value(checkpoints: str) -> str:
+    """Print the tracker's content (the progress probe: it changes whenever a checkpoint is saved)."""
+    return f"cat {shlex.quote(tracker_path(checkpoints))} 2>/dev/null || echo none"
+
+
+def tracker_reached(checkpoints: str, iteration: int) -> str:
+    """Print 1 when the tracker names an iteration >= ``iteration`` (training really done), else 0."""
+    path = shlex.quote(tracker_path(checkpoints))
+    return (
+        f't=$(cat {path} 2>/dev/null); case "$t" in ""|*[!0-9]*) echo 0 ;; '
+        f'*) if [ "$t" -ge {int(iteration)} ]; then echo 1; else echo 0; fi ;; esac'
+    )
+
+
+def marker_exists(run_dir: str, iteration: int) -> str:
+    """Print 1 when the checkpoint's done marker and its results exist, else 0."""
+    marker, results = (
+        shlex.quote(done_marker(run_dir, iteration)),
+        shlex.quote(results_path(run_dir, iteration)),
+    )
+    return f"if [ -e {marker} ] && [ -s {results} ]; then echo 1; else echo 0; fi"
+
+
+def all_say_one(commands: list[str]) -> str:
+    """Print 1 only when every command prints 1 (each run by its own bash, so any syntax is safe)."""
+    if len(commands) == 1:
+        return commands[0]
+    tests = " && ".join(f'[ "$(bash -c {shlex.quote(c)})" = 1 ]' for c in commands)
+    return f"if {tests}; then echo 1; else echo 0; fi"
+
+
+def remove_file(*paths: str) -> str:
+    """Remove files if they exist (never fails)."""
+    return "rm -f -- " + " ".join(shlex.quote(p) for p in paths)
+
+
+def chmod_executable(path: str) -> str:
+    """Make an uploaded helper executable."""
+    return f"chmod +x {shlex.quote(path)}"

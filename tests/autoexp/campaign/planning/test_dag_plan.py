@@ -1,0 +1,67 @@
+"""Everything a DAG's tasks need is decided before Airflow: paths, completion commands, wait budgets."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+from autoexp.campaign.planning import run_layout
+from autoexp.campaign.planning.dag_plan import plan_dag, wait_budget
+from autoexp.campaign.planning.plan import plan_campaign
+from autoexp.experiment.settings import AirflowSettings
+from tests.autoexp.campaign.planning.jobs import campaign
+
+SETTINGS = AirflowSettings()
+
+
+def test_paths_and_commands_of_one_experiment() -> None:
+    plan = plan_campaign(campaign(exps=("a",)), SETTINGS)[0]
+    dag = plan_dag(plan, SETTINGS)
+    assert dag.remote_dir == "/logs/a/autoexp"
+    assert dag.state_dir == "/logs/a/autoexp/state"
+    assert dag.scripts["a_PRETRAIN_TRAIN"] == "/logs/a/autoexp/scripts/a_PRETRAIN_TRAIN.sbatch"
+    assert dag.copies["a_PRETRAIN_TRAIN"] == ""  # the job's log has no folder
+    pretrain, s1, _ = dag.phases
+    assert pretrain.branch_wait is None
+    assert pretrain.train.completion_command == run_layout.tracker_reached("/logs/a/checkpoints", 10)
+    assert pretrain.train.progress_paths == ("/logs/a/checkpoints/latest_checkpointed_iteration.txt",)
+    assert pretrain.train.output_path == "/logs/a/slurm-%j.out"
+    assert pretrain.checkpoints is not None
+    assert [i["iteration"] for i in pretrain.checkpoints.instances] == [4, 8, 10]
+    assert pretrain.checkpoints.instances[0]["output_path"] == "/logs/a/slurm-iter4-%j.out"
+    # A cooldown waits for pretraining's checkpoint at its branch point, watching pretraining's training.
+    assert s1.branch_wait is not None
+    assert (s1.branch_wait.phase, s1.branch_wait.watch_phase) == ("cooldown_s1", "pretrain")
+    assert (s1.branch_wait.checkpoint_dir, s1.branch_wait.iteration) == ("/logs/a/checkpoints", 4)
+    assert dag.report_phases[0]["results"] == "/logs/a/eval_results/iter_{iteration}/results.json"
+    assert dag.report_dir == "/logs/a/report"
+
+
+def test_wait_budget_follows_the_training_time_budget() -> None:
+    phase = plan_campaign(campaign(exps=("a",)), SETTINGS)[0].pretrain
+    assert wait_budget(phase, SETTINGS) == 7 * 86400.0  # no TIME: unbounded (a week)
+    timed = dataclasses.replace(phase, time_limit_secs=600)
+    tries = (SETTINGS.retries + 1) * SETTINGS.max_attempts
+    assert wait_budget(timed, SETTINGS) == tries * 600 + 3600.0  # every attempt's limit, plus queueing
+    assert wait_budget(timed, AirflowSettings(checkpoint_timeout_secs=90.0)) == 90.0
+
+
+def test_a_termination_cmd_grepping_the_shared_log_is_replaced_by_the_tracker() -> None:
+    jobs = campaign(exps=("a",), branches={})
+    jobs[0] = dataclasses.replace(
+        jobs[0], output_file="/logs/a/t.out", termination_cmd="grep done /logs/a/t.out"
+    )
+    dag = plan_dag(plan_campaign(jobs, SETTINGS)[0], SETTINGS)
+    assert dag.phases[0].train.completion_command == run_layout.tracker_reached("/logs/a/checkpoints", 10)
+    assert any("termination_cmd greps /logs/a/t.out" in note for note in dag.notes)
+
+
+def test_the_planning_side_imports_no_airflow() -> None:
+    code = (
+        "import pkgutil, importlib, sys, autoexp.campaign.planning as p\n"
+        "for m in pkgutil.iter_modules(p.__path__): importlib.import_module(f'{p.__name__}.{m.name}')\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules if n.split('.')[0] == 'airflow'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

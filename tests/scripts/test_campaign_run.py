@@ -1,0 +1,63 @@
+"""The demo driver's overhead figures: Slurm busy time and the critical path from sacct rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+from autoexp.campaign.planning.loading import load_plans
+from tests.fixtures.scripts import REPO
+
+
+def _driver() -> ModuleType:
+    """scripts/lib/campaign_run.py, a script rather than a package module."""
+    spec = importlib.util.spec_from_file_location(
+        "campaign_run", REPO / "scripts" / "lib" / "campaign_run.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("campaign_run", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+driver = _driver()
+critical_path_seconds, slurm_busy_seconds = driver.critical_path_seconds, driver.slurm_busy_seconds
+
+
+def test_sacct_rows_are_read_by_the_plugin_parser() -> None:
+    out = (
+        "11|af-d-pretrain.train-aaaa|COMPLETED|0:0|00:00:10|2026-01-01T00:00:00|2026-01-01T00:00:10|n1||\n"
+        "12|af-d-pretrain.train-bbbb|RUNNING|0:0|00:00:05|2026-01-01T00:00:10|Unknown|n1||\n"
+        "13|af-d-cooldown.train-cccc|PENDING|0:0|00:00:00|Unknown|Unknown|||Priority\n"
+    )
+    jobs = driver.sacct_jobs(out)
+    assert [(name, end is None) for name, _, end in jobs] == [
+        ("af-d-pretrain.train-aaaa", False),
+        ("af-d-pretrain.train-bbbb", True),
+    ]  # the pending job never started: no interval
+    assert jobs[0][2] - jobs[0][1] == 10.0
+
+
+def test_busy_time_is_the_union_of_job_intervals() -> None:
+    jobs = [("a", 10.0, 20.0), ("b", 15.0, 30.0), ("c", 40.0, None)]
+    assert slurm_busy_seconds(jobs, since=0.0, until=50.0) == 30.0  # 10-30 and 40-50 (still running)
+
+
+def test_critical_path_follows_pretraining_branch_points_and_cooldowns() -> None:
+    plans, _ = load_plans(REPO / "config" / "demo.yaml")
+    plan = plans[0]  # pretraining 60 iterations; cooldown_8K branches at 20, cooldown_12K at 40
+    assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_8K", 20), ("cooldown_12K", 40)]
+    name = f"af-{plan.dag_id}-"
+    jobs = [
+        (name + "pretrain.train-aaaa", 0.0, 50.0),  # a failed first attempt counts too
+        (name + "pretrain.train-aaaa", 50.0, 110.0),
+        (name + "pretrain.checkpoints.c-m2-bbbb", 110.0, 140.0),
+        (name + "cooldown_12K.train-cccc", 80.0, 120.0),
+        (name + "cooldown_12K.checkpoint-m0-dddd", 120.0, 170.0),
+        ("af-other_dag-pretrain.train-eeee", 0.0, 1000.0),
+    ]
+    # pretrain chain: 110 + 30 = 140; cooldown_12K: 110 * 40/60 + 40 + 50 = 163.3; cooldown_8K: 110/3.
+    assert round(critical_path_seconds([plan], jobs), 1) == 163.3
