@@ -1,106 +1,214 @@
-"""The optional `airflow:` section of a campaign YAML: schema, defaults and validation (no Airflow import)."""
+"""The optional `airflow:` section of a campaign YAML: its declared schema, one-line errors, docs table.
+
+The pydantic dataclasses below are the one place each key is declared: type, default, bounds and
+description. Validation errors become `FILE:LINE: airflow.KEY: message`; `settings_table()` renders
+the keys table of docs/config.md. No Airflow import.
+"""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError, PydanticUndefined, core_schema
+
+_SCHEMA = ConfigDict(extra="forbid")
 
 
 class SettingsError(ValueError):
     """A bad `airflow:` section; `str()` is the one-line `FILE:LINE: airflow.key: message`."""
 
 
-@dataclass(frozen=True)
+class _Exact:
+    """Field annotation: the YAML value must already have one of ``kinds``.
+
+    Nothing is coerced (`retries: "2"` is an error, as before the schema) and the value keeps its type:
+    an int number of seconds stays an int, which reaches the serialized DAGs.
+
+    :param text: what the key takes, in errors (``expected TEXT, got ...``) and in the docs table.
+    :param unit: appended to bound errors and to the docs type (``must be >= 0 (seconds)``).
+    """
+
+    def __init__(self, text: str, *kinds: type, unit: str = "", nonempty: bool = False) -> None:
+        self.text, self.kinds, self.unit, self.nonempty = text, kinds, unit, nonempty
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self.check, handler(source))
+
+    def check(self, value: Any) -> Any:
+        # bool is an int subclass: `retries: yes` must not pass as 1.
+        if (isinstance(value, bool) and bool not in self.kinds) or not isinstance(value, self.kinds):
+            raise self.error(value)
+        if self.nonempty and not value:
+            raise self.error(value)
+        return value
+
+    def error(self, value: Any) -> PydanticCustomError:
+        return PydanticCustomError(
+            "autoexp_type", "expected {text}, got {got}", {"text": self.text, "got": repr(value)}
+        )
+
+
+class _StringList(_Exact):
+    """A list of strings, or one string standing for a list of one (``tags: scaling``); kept as a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__("a list of strings", list, tuple, str)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise self.error(value)
+        return tuple(value)
+
+
+Count = Annotated[int, _Exact("int", int)]
+Seconds = Annotated[int | float, _Exact("int or float", int, float, unit="seconds")]
+Text = Annotated[str, _Exact("str", str)]
+Flag = Annotated[bool, _Exact("bool", bool)]
+VarName = Annotated[str, _Exact("a variable name", str, nonempty=True)]
+Strings = Annotated[tuple[str, ...], _StringList()]
+NotifierKind = Literal["log", "smtp", "slack"]
+NOTIFIER_KINDS: tuple[str, ...] = get_args(NotifierKind)
+# A pattern's error and docs text: regexes are not for users.
+_PATTERNS = {r"^[A-Za-z0-9_.-]*$": "letters, digits, '_', '.' and '-'"}
+
+
+def _var(default: str, description: str) -> Any:
+    return Field(default=default, description=description)
+
+
+@dataclass(frozen=True, config=_SCHEMA)
 class Keys:
-    """Names of the variables and labels the planner reads; defaults fit an unchanged AutoExperiment config.
+    """Names of the variables and labels the planner reads; defaults fit an unchanged AutoExperiment."""
 
-    :param group: variable whose value names an experiment (one DAG per distinct value).
-    :param phase: variable holding the phase label; ``pretrain``/``cooldown`` are its two labels.
-    :param mode: variable holding the mode label; ``train``/``convert_eval`` are its two labels.
-    :param branch: variable naming a cooldown branch (the token budget label).
-    """
-
-    group: str = "EXP_NAME"
-    phase: str = "PHASE"
-    pretrain: str = "PRETRAIN"
-    cooldown: str = "COOLDOWN"
-    mode: str = "MODE"
-    train: str = "TRAIN"
-    convert_eval: str = "CONVERT_EVAL"
-    branch: str = "CD_SCALE"
-    run_dir: str = "RUN_DIR"
-    branch_iter: str = "ITER"
-    save_interval: str = "SAVE_INTERVAL"
-    train_iters: str = "TRAIN_ITERS"
-    seq_length: str = "SEQ_LENGTH"
-    global_batch_size: str = "GLOBAL_BATCH_SIZE"
-    pretrain_tokens: str = "TOTAL_TOKENS_NUM"
-    phase_tokens: str = "TOTAL_TOKENS_THIS_PHASE"
-    time_limit: str = "TIME"
+    group: VarName = _var("EXP_NAME", "variable whose value names an experiment (one DAG per distinct value)")
+    phase: VarName = _var("PHASE", "variable holding the phase label")
+    pretrain: VarName = _var("PRETRAIN", "phase label of the pretraining")
+    cooldown: VarName = _var("COOLDOWN", "phase label of a cooldown")
+    mode: VarName = _var("MODE", "variable holding the mode label")
+    train: VarName = _var("TRAIN", "mode label of a training job")
+    convert_eval: VarName = _var("CONVERT_EVAL", "mode label of a checkpoint conversion and evaluation job")
+    branch: VarName = _var("CD_SCALE", "variable naming a cooldown branch (its token budget label)")
+    run_dir: VarName = _var("RUN_DIR", "variable holding a training's run folder (checkpoints under it)")
+    branch_iter: VarName = _var("ITER", "variable holding the pretraining iteration a cooldown starts from")
+    save_interval: VarName = _var("SAVE_INTERVAL", "variable holding the checkpoint interval (iterations)")
+    train_iters: VarName = _var("TRAIN_ITERS", "variable holding a training's total iterations")
+    seq_length: VarName = _var("SEQ_LENGTH", "variable holding the sequence length")
+    global_batch_size: VarName = _var("GLOBAL_BATCH_SIZE", "variable holding the global batch size")
+    pretrain_tokens: VarName = _var("TOTAL_TOKENS_NUM", "variable holding the pretraining's token budget")
+    phase_tokens: VarName = _var("TOTAL_TOKENS_THIS_PHASE", "variable holding a cooldown's token budget")
+    time_limit: VarName = _var("TIME", "variable holding a job's Slurm time limit")
 
 
-NOTIFIER_KINDS = ("log", "smtp", "slack")
+def _rule(field: str, message: str) -> PydanticCustomError:
+    """A rule across keys of one section, reported at the key that must change."""
+    return PydanticCustomError("autoexp_rule", "{message}", {"field": field, "message": message})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SCHEMA)
 class NotifierSettings:
-    """Where failure alerts go: a log file (default), e-mail over an SMTP connection, or a Slack webhook.
+    """Where failure alerts go: a log file (default), e-mail over an SMTP connection, or a Slack webhook."""
 
-    :param path: log file for ``kind: log``; empty means ``$AIRFLOW_HOME/logs/autoexp-alerts.log``.
-    :param to: recipients for ``kind: smtp``.
-    :param conn_id: Airflow connection of the SMTP server or Slack webhook.
-    """
+    kind: NotifierKind = Field(
+        default="log", description="`log` appends to a file, `smtp` e-mails, `slack` posts"
+    )
+    path: Text = Field(
+        default="", description="log file of kind log; empty: `$AIRFLOW_HOME/logs/autoexp-alerts.log`"
+    )
+    to: Strings = Field(default=(), description="recipients of kind smtp (at least one)")
+    conn_id: Text = Field(
+        default="", description="Airflow connection of the SMTP server, or of the Slack webhook (needed)"
+    )
 
-    kind: str = "log"
-    path: str = ""
-    to: tuple[str, ...] = ()
-    conn_id: str = ""
+    @model_validator(mode="after")
+    def _kind_has_its_target(self) -> NotifierSettings:
+        if self.kind == "smtp" and not self.to:
+            raise _rule("to", "kind smtp needs at least one recipient")
+        if self.kind == "slack" and not self.conn_id:
+            raise _rule("conn_id", "kind slack needs the Airflow connection id of the webhook")
+        return self
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SCHEMA)
 class AirflowSettings:
-    """Validated `airflow:` section. String paths may use ``{VAR}`` of the experiment's pretrain job.
+    """Validated `airflow:` section (every key optional). String paths may use ``{VAR}`` of the experiment's
+    pretrain job."""
 
-    :param remote_dir: folder on the cluster where rendered scripts and helpers are staged.
-    :param pool: Airflow pool capping concurrent Slurm jobs; empty means ``slurm_<ssh_conn_id>``.
-    :param poll_interval_secs: 0 means each job's ``check_interval_secs``.
-    :param checkpoint_timeout_secs: how long a checkpoint wait may last; 0 derives it from the
-        training's time budget: (retries + 1) x max_attempts x its Slurm time limit, plus an hour
-        of queueing (7 days when the job has no time limit variable).
-    :param unknown_timeout: seconds a Slurm job may sit in a state the Slurm layer cannot classify
-        before its task fails (the job is left running; the retry re-attaches). Every Slurm task.
-    :param progress_timeout: seconds a RUNNING training may go without its log or its checkpoint
-        tracker changing before it is cancelled as hung and resubmitted; 0 turns this off.
-    :param startup_timeout: seconds a training runs before it can be judged hung at all (start-up:
-        NCCL, dataset index, checkpoint loading can be silent for long).
-    """
-
-    keys: Keys = field(default_factory=Keys)
-    dag_id_prefix: str = ""
-    schedule: str | None = None
-    start_date: str = "2024-01-01"
-    tags: tuple[str, ...] = ("autoexp",)
-    owner: str = "autoexp"
-    retries: int = 2
-    retry_delay_secs: float = 300.0
-    ssh_conn_id: str = "slurm_default"
-    pool: str = ""
-    remote_dir: str = "{RUN_DIR}/autoexp"
-    poll_interval_secs: float = 0.0
-    checkpoint_settle_secs: float = 5.0
-    checkpoint_timeout_secs: float = 0.0
-    max_attempts: int = 10
-    max_attempts_without_progress: int = 3
-    unknown_timeout: float = 1800.0
-    progress_timeout: float = 3600.0
-    startup_timeout: float = 7200.0
-    paused: bool = True
-    notify: NotifierSettings = field(default_factory=NotifierSettings)
+    dag_id_prefix: Text = Field(
+        default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
+    )
+    schedule: Annotated[str | None, _Exact("str or null", str, type(None))] = Field(
+        default=None,
+        description="DAG schedule (cron or preset such as `@daily`); null: runs only when triggered",
+    )
+    start_date: Text = Field(default="2024-01-01", description="DAG start date (ISO format)")
+    tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
+    owner: Text = Field(default="autoexp", description="owner of every task")
+    retries: Count = Field(default=2, ge=0, description="Airflow retries of every task")
+    retry_delay_secs: Seconds = Field(default=300.0, ge=0, description="wait between two tries of a task")
+    ssh_conn_id: Text = Field(
+        default="slurm_default", min_length=1, description="Airflow SSH connection to the cluster"
+    )
+    pool: Text = Field(
+        default="", description="Airflow pool capping concurrent Slurm jobs; empty: `slurm_<ssh_conn_id>`"
+    )
+    remote_dir: Text = Field(
+        default="{RUN_DIR}/autoexp",
+        description="cluster folder where rendered scripts and helpers are staged; "
+        "`{VAR}`s of the pretrain TRAIN job",
+    )
+    poll_interval_secs: Seconds = Field(default=0.0, ge=0, description="0: each job's `check_interval_secs`")
+    checkpoint_settle_secs: Seconds = Field(
+        default=5.0,
+        ge=0,
+        description="a checkpoint's files must stay unchanged this long before it counts as saved",
+    )
+    checkpoint_timeout_secs: Seconds = Field(
+        default=0.0,
+        ge=0,
+        description="how long a checkpoint wait may last; 0 derives it from the training's budget: "
+        "(retries + 1) x max_attempts x its Slurm time limit, plus an hour of queueing "
+        "(7 days without a time limit)",
+    )
+    max_attempts: Count = Field(default=10, ge=1, description="Slurm submissions per task try")
+    max_attempts_without_progress: Count = Field(
+        default=3, ge=1, description="consecutive submissions without a new checkpoint before a task fails"
+    )
+    unknown_timeout: Seconds = Field(
+        default=1800.0,
+        gt=0,
+        description="how long a Slurm job may sit in a state nobody can classify before its task fails "
+        "(the job is left running; the retry re-attaches). Every Slurm task",
+    )
+    progress_timeout: Seconds = Field(
+        default=3600.0,
+        ge=0,
+        description="how long a RUNNING training may go without its log or checkpoint tracker changing "
+        "before it is cancelled as hung and resubmitted; 0 turns this off",
+    )
+    startup_timeout: Seconds = Field(
+        default=7200.0,
+        ge=0,
+        description="how long a training runs before it can be judged hung at all (NCCL start-up, dataset "
+        "index, checkpoint loading can be silent for long)",
+    )
+    paused: Flag = Field(default=True, description="new DAGs start paused")
+    keys: Keys = Field(
+        default_factory=Keys,
+        description="names of the variables and labels the planner reads; the defaults fit AutoExperiment",
+    )
+    notify: NotifierSettings = Field(default_factory=NotifierSettings, description="where failure alerts go")
 
     @property
     def pool_name(self) -> str:
@@ -108,28 +216,8 @@ class AirflowSettings:
         return self.pool or "slurm_" + re.sub(r"[^A-Za-z0-9_.-]", "_", self.ssh_conn_id)
 
 
-_SCALARS: dict[str, type | tuple[type, ...]] = {
-    "dag_id_prefix": str,
-    "schedule": (str, type(None)),
-    "start_date": str,
-    "owner": str,
-    "retries": int,
-    "retry_delay_secs": (int, float),
-    "ssh_conn_id": str,
-    "pool": str,
-    "remote_dir": str,
-    "poll_interval_secs": (int, float),
-    "checkpoint_settle_secs": (int, float),
-    "checkpoint_timeout_secs": (int, float),
-    "max_attempts": int,
-    "max_attempts_without_progress": int,
-    "unknown_timeout": (int, float),
-    "progress_timeout": (int, float),
-    "startup_timeout": (int, float),
-    "paused": bool,
-}
-_KEY_NAMES = frozenset(f.name for f in fields(Keys))
-_DAG_ID_PREFIX = re.compile(r"^[A-Za-z0-9_.-]*$")
+_VALIDATOR = TypeAdapter(AirflowSettings)
+_DEFAULTS = AirflowSettings()  # frozen, so shared: most configs have no `airflow:` section
 
 
 def _line_of(config_path: Path | None, dotted: str) -> str:
@@ -152,106 +240,124 @@ def _line_of(config_path: Path | None, dotted: str) -> str:
     return f"{config_path}:{line}"
 
 
-def _fail(config_path: Path | None, dotted: str, message: str) -> SettingsError:
-    return SettingsError(f"{_line_of(config_path, dotted)}: airflow.{dotted}: {message}")
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and is_pydantic_dataclass(annotation)
 
 
-def _type_name(expected: type | tuple[type, ...]) -> str:
-    kinds = expected if isinstance(expected, tuple) else (expected,)
-    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+def _fields(section: Any) -> dict[str, FieldInfo]:
+    if not is_pydantic_dataclass(section):
+        raise TypeError(f"{section!r} is not a settings section")
+    return section.__pydantic_fields__
 
 
-def _check_scalar(path: Path | None, key: str, value: Any, expected: type | tuple[type, ...]) -> Any:
-    kinds = expected if isinstance(expected, tuple) else (expected,)
-    # bool is an int subclass: `retries: yes` must not pass as 1.
-    if isinstance(value, bool) and bool not in kinds:
-        raise _fail(path, key, f"expected {_type_name(expected)}, got {value!r}")
-    if not isinstance(value, kinds):
-        raise _fail(path, key, f"expected {_type_name(expected)}, got {value!r}")
-    return value
+def _section(path: list[str]) -> Any:
+    """The schema class of the mapping at ``path`` (``[]``: the `airflow:` section itself)."""
+    section: Any = AirflowSettings
+    for part in path:
+        section = _fields(section)[part].annotation
+    return section
 
 
-def _string_list(path: Path | None, key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _fail(path, key, f"expected a list of strings, got {value!r}")
-    return tuple(value)
+def _exact(info: FieldInfo) -> _Exact | None:
+    return next((m for m in info.metadata if isinstance(m, _Exact)), None)
 
 
-def _parse_keys(path: Path | None, raw: Any) -> Keys:
-    if not isinstance(raw, Mapping):
-        raise _fail(path, "keys", f"expected a mapping of role to variable name, got {raw!r}")
-    for name, value in raw.items():
-        if name not in _KEY_NAMES:
-            raise _fail(path, f"keys.{name}", f"unknown role (known: {', '.join(sorted(_KEY_NAMES))})")
-        if not isinstance(value, str) or not value:
-            raise _fail(path, f"keys.{name}", f"expected a variable name, got {value!r}")
-    return Keys(**{str(k): str(v) for k, v in raw.items()})
+def _problem(error: ErrorDetails, info: FieldInfo) -> str:
+    """What is wrong with one key's value (and what is allowed), in the words of the pre-schema checks."""
+    kind, ctx, got = error["type"], error.get("ctx") or {}, error["input"]
+    if kind == "dataclass_type":
+        shape = "a mapping of role to variable name" if info.annotation is Keys else "a mapping"
+        return f"expected {shape}, got {got!r}"
+    if kind == "literal_error":
+        return f"{got!r} is not one of {', '.join(map(str, get_args(info.annotation)))}"
+    if kind in ("greater_than", "greater_than_equal"):
+        bound = f"> {ctx['gt']}" if kind == "greater_than" else f">= {ctx['ge']}"
+        exact = _exact(info)
+        return f"must be {bound}" + (f" ({exact.unit})" if exact and exact.unit else "")
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "string_pattern_mismatch":
+        return f"only {_PATTERNS[ctx['pattern']]} are allowed"
+    return error["msg"]  # our own checks (_Exact) already read as one line
 
 
-def _parse_notify(path: Path | None, raw: Any) -> NotifierSettings:
-    if not isinstance(raw, Mapping):
-        raise _fail(path, "notify", f"expected a mapping, got {raw!r}")
-    allowed = {"kind", "path", "to", "conn_id"}
-    for name in raw:
-        if name not in allowed:
-            raise _fail(path, f"notify.{name}", f"unknown key (known: {', '.join(sorted(allowed))})")
-    kind = _check_scalar(path, "notify.kind", raw.get("kind", "log"), str)
-    if kind not in NOTIFIER_KINDS:
-        raise _fail(path, "notify.kind", f"{kind!r} is not one of {', '.join(NOTIFIER_KINDS)}")
-    notifier = NotifierSettings(
-        kind=kind,
-        path=_check_scalar(path, "notify.path", raw.get("path", ""), str),
-        to=_string_list(path, "notify.to", raw.get("to", [])),
-        conn_id=_check_scalar(path, "notify.conn_id", raw.get("conn_id", ""), str),
-    )
-    if kind == "smtp" and not notifier.to:
-        raise _fail(path, "notify.to", "kind smtp needs at least one recipient")
-    if kind == "slack" and not notifier.conn_id:
-        raise _fail(path, "notify.conn_id", "kind slack needs the Airflow connection id of the webhook")
-    return notifier
+def _explain(error: ErrorDetails) -> tuple[str, str]:
+    """The dotted key and the message of one pydantic error."""
+    loc = [str(part) for part in error["loc"]]
+    if error["type"] == "autoexp_rule":
+        return ".".join([*loc, (error.get("ctx") or {})["field"]]), error["msg"]
+    if not loc:
+        return "", error["msg"]
+    section = _section(loc[:-1])
+    if error["type"] in ("unexpected_keyword_argument", "invalid_key"):
+        known = sorted(_fields(section))
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        word = "role" if section is Keys else "key"
+        return ".".join(loc), f"unknown {word} (known: {', '.join(known)}){hint}"
+    return ".".join(loc), _problem(error, _fields(section)[loc[-1]])
 
 
 def parse_settings(raw: Mapping[str, Any] | None, config_path: Path | None = None) -> AirflowSettings:
     """Validate the raw `airflow:` section (None: all defaults); unknown keys are errors."""
     if raw is None:
-        return AirflowSettings()
+        return _DEFAULTS
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{_line_of(config_path, '')}: airflow: expected a mapping, got {raw!r}")
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        key = str(name)
-        if key in _SCALARS:
-            values[key] = _check_scalar(config_path, key, value, _SCALARS[key])
-        elif key == "tags":
-            values[key] = _string_list(config_path, key, value)
-        elif key == "keys":
-            values[key] = _parse_keys(config_path, value)
-        elif key == "notify":
-            values[key] = _parse_notify(config_path, value)
-        else:
-            known = sorted([*_SCALARS, "tags", "keys", "notify"])
-            raise _fail(config_path, key, f"unknown key (known: {', '.join(known)})")
-    settings = AirflowSettings(**values)
-    for key in ("retries", "max_attempts", "max_attempts_without_progress"):
-        minimum = 0 if key == "retries" else 1
-        if getattr(settings, key) < minimum:
-            raise _fail(config_path, key, f"must be >= {minimum}")
-    for key in (
-        "retry_delay_secs",
-        "poll_interval_secs",
-        "checkpoint_settle_secs",
-        "checkpoint_timeout_secs",
-        "progress_timeout",
-        "startup_timeout",
-    ):
-        if getattr(settings, key) < 0:
-            raise _fail(config_path, key, "must be >= 0")
-    if settings.unknown_timeout <= 0:
-        raise _fail(config_path, "unknown_timeout", "must be > 0 (seconds)")
-    if not _DAG_ID_PREFIX.match(settings.dag_id_prefix):
-        raise _fail(config_path, "dag_id_prefix", "only letters, digits, '_', '.' and '-' are allowed")
-    if not settings.ssh_conn_id:
-        raise _fail(config_path, "ssh_conn_id", "must not be empty")
-    return settings
+    try:
+        return _VALIDATOR.validate_python(dict(raw))
+    except ValidationError as exc:
+        # One line: the error of the key written first in the file.
+        order = {str(key): index for index, key in enumerate(raw)}
+        first = min(exc.errors(), key=lambda e: order.get(str(e["loc"][0]) if e["loc"] else "", -1))
+        dotted, message = _explain(first)
+    raise SettingsError(f"{_line_of(config_path, dotted)}: airflow.{dotted}: {message}")
+
+
+def _doc_default(info: FieldInfo) -> str:
+    value = info.default
+    if value is PydanticUndefined:
+        return ""  # a section: its keys follow
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    if isinstance(value, tuple):
+        return f"`[{', '.join(value)}]`"
+    return f"`{value}`" if value != "" else '`""`'
+
+
+def _doc_type_and_allowed(info: FieldInfo) -> tuple[str, str]:
+    if _is_section(info.annotation):
+        return "mapping", ""
+    exact = _exact(info)
+    allowed = [f"`{v}`" for v in get_args(info.annotation)] if exact is None else []
+    for meta in info.metadata:
+        allowed += [
+            f"{op} {getattr(meta, key)}" for key, op in (("ge", ">="), ("gt", ">")) if hasattr(meta, key)
+        ]
+        if getattr(meta, "min_length", None) == 1 or getattr(meta, "nonempty", False):
+            allowed.append("not empty")
+        if getattr(meta, "pattern", None) in _PATTERNS:
+            allowed.append(_PATTERNS[meta.pattern])
+    kind = "str" if exact is None else f"{exact.unit} ({exact.text})" if exact.unit else exact.text
+    return kind, ", ".join(allowed)
+
+
+def settings_table() -> str:
+    """The Markdown table of every `airflow:` key, generated from the schema (docs/config.md embeds it)."""
+    rows = ["| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
+
+    def add(section: Any, prefix: str) -> None:
+        for name, info in _fields(section).items():
+            kind, allowed = _doc_type_and_allowed(info)
+            rows.append(
+                f"| `{prefix}{name}` | {kind} | {_doc_default(info)} | {allowed} | {info.description} |"
+            )
+            if _is_section(info.annotation):
+                add(info.annotation, f"{prefix}{name}.")
+
+    add(AirflowSettings, "")
+    return "\n".join(rows) + "\n"
