@@ -46,9 +46,8 @@ class _Exact:
 
     def check(self, value: Any) -> Any:
         # bool is an int subclass: `retries: yes` must not pass as 1.
-        if (isinstance(value, bool) and bool not in self.kinds) or not isinstance(value, self.kinds):
-            raise self.error(value)
-        if self.nonempty and not value:
+        wrong_kind = (isinstance(value, bool) and bool not in self.kinds) or not isinstance(value, self.kinds)
+        if wrong_kind or (self.nonempty and not value):
             raise self.error(value)
         return value
 
@@ -142,8 +141,10 @@ class NotifierSettings:
 
 @dataclass(frozen=True, config=_SCHEMA)
 class AirflowSettings:
-    """Validated `airflow:` section (every key optional). String paths may use ``{VAR}`` of the experiment's
-    pretrain job."""
+    """Validated `airflow:` section; every key is optional and documented by its field's description.
+
+    String paths may use ``{VAR}`` of the experiment's pretrain job.
+    """
 
     dag_id_prefix: Text = Field(
         default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
@@ -168,7 +169,9 @@ class AirflowSettings:
         description="cluster folder where rendered scripts and helpers are staged; "
         "`{VAR}`s of the pretrain TRAIN job",
     )
-    poll_interval_secs: Seconds = Field(default=0.0, ge=0, description="0: each job's `check_interval_secs`")
+    poll_interval_secs: Seconds = Field(
+        default=0.0, ge=0, description="how often Slurm is polled; 0: each job's `check_interval_secs`"
+    )
     checkpoint_settle_secs: Seconds = Field(
         default=5.0,
         ge=0,
@@ -188,8 +191,8 @@ class AirflowSettings:
     unknown_timeout: Seconds = Field(
         default=1800.0,
         gt=0,
-        description="how long a Slurm job may sit in a state nobody can classify before its task fails "
-        "(the job is left running; the retry re-attaches). Every Slurm task",
+        description="how long any Slurm job may sit in a state nobody can classify before its task fails "
+        "(the job is left running; the retry re-attaches)",
     )
     progress_timeout: Seconds = Field(
         default=3600.0,
