@@ -1,0 +1,366 @@
+"""The optional `airflow:` section of a campaign YAML: its declared schema, one-line errors, docs table.
+
+The pydantic dataclasses below are the one place each key is declared: type, default, bounds and
+description. Validation errors become `FILE:LINE: airflow.KEY: message`; `settings_table()` renders
+the keys table of docs/config.md. No Airflow import.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError, PydanticUndefined, core_schema
+
+_SCHEMA = ConfigDict(extra="forbid")
+
+
+class SettingsError(ValueError):
+    """A bad `airflow:` section; `str()` is the one-line `FILE:LINE: airflow.key: message`."""
+
+
+class _Exact:
+    """Field annotation: the YAML value must already have one of ``kinds``.
+
+    Nothing is coerced (`retries: "2"` is an error, as before the schema) and the value keeps its type:
+    an int number of seconds stays an int, which reaches the serialized DAGs.
+
+    :param text: what the key takes, in errors (``expected TEXT, got ...``) and in the docs table.
+    :param unit: appended to bound errors and to the docs type (``must be >= 0 (seconds)``).
+    """
+
+    def __init__(self, text: str, *kinds: type, unit: str = "", nonempty: bool = False) -> None:
+        self.text, self.kinds, self.unit, self.nonempty = text, kinds, unit, nonempty
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self.check, handler(source))
+
+    def check(self, value: Any) -> Any:
+        # bool is an int subclass: `retries: yes` must not pass as 1.
+        wrong_kind = (isinstance(value, bool) and bool not in self.kinds) or not isinstance(value, self.kinds)
+        if wrong_kind or (self.nonempty and not value):
+            raise self.error(value)
+        return value
+
+    def error(self, value: Any) -> PydanticCustomError:
+        return PydanticCustomError(
+            "autoexp_type", "expected {text}, got {got}", {"text": self.text, "got": repr(value)}
+        )
+
+
+class _StringList(_Exact):
+    """A list of strings, or one string standing for a list of one (``tags: scaling``); kept as a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__("a list of strings", list, tuple, str)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise self.error(value)
+        return tuple(value)
+
+
+Count = Annotated[int, _Exact("int", int)]
+Seconds = Annotated[int | float, _Exact("int or float", int, float, unit="seconds")]
+Text = Annotated[str, _Exact("str", str)]
+Flag = Annotated[bool, _Exact("bool", bool)]
+VarName = Annotated[str, _Exact("a variable name", str, nonempty=True)]
+Strings = Annotated[tuple[str, ...], _StringList()]
+NotifierKind = Literal["log", "smtp", "slack"]
+NOTIFIER_KINDS: tuple[str, ...] = get_args(NotifierKind)
+# A pattern's error and docs text: regexes are not for users.
+_PATTERNS = {r"^[A-Za-z0-9_.-]*$": "letters, digits, '_', '.' and '-'"}
+
+
+def _var(default: str, description: str) -> Any:
+    return Field(default=default, description=description)
+
+
+@dataclass(frozen=True, config=_SCHEMA)
+class Keys:
+    """Names of the variables and labels the planner reads; defaults fit an unchanged AutoExperiment."""
+
+    group: VarName = _var("EXP_NAME", "variable whose value names an experiment (one DAG per distinct value)")
+    phase: VarName = _var("PHASE", "variable holding the phase label")
+    pretrain: VarName = _var("PRETRAIN", "phase label of the pretraining")
+    cooldown: VarName = _var("COOLDOWN", "phase label of a cooldown")
+    mode: VarName = _var("MODE", "variable holding the mode label")
+    train: VarName = _var("TRAIN", "mode label of a training job")
+    convert_eval: VarName = _var("CONVERT_EVAL", "mode label of a checkpoint conversion and evaluation job")
+    branch: VarName = _var("CD_SCALE", "variable naming a cooldown branch (its token budget label)")
+    run_dir: VarName = _var("RUN_DIR", "variable holding a training's run folder (checkpoints under it)")
+    branch_iter: VarName = _var("ITER", "variable holding the pretraining iteration a cooldown starts from")
+    save_interval: VarName = _var("SAVE_INTERVAL", "variable holding the checkpoint interval (iterations)")
+    train_iters: VarName = _var("TRAIN_ITERS", "variable holding a training's total iterations")
+    seq_length: VarName = _var("SEQ_LENGTH", "variable holding the sequence length")
+    global_batch_size: VarName = _var("GLOBAL_BATCH_SIZE", "variable holding the global batch size")
+    pretrain_tokens: VarName = _var("TOTAL_TOKENS_NUM", "variable holding the pretraining's token budget")
+    phase_tokens: VarName = _var("TOTAL_TOKENS_THIS_PHASE", "variable holding a cooldown's token budget")
+    time_limit: VarName = _var("TIME", "variable holding a job's Slurm time limit")
+
+
+def _rule(field: str, message: str) -> PydanticCustomError:
+    """A rule across keys of one section, reported at the key that must change."""
+    return PydanticCustomError("autoexp_rule", "{message}", {"field": field, "message": message})
+
+
+@dataclass(frozen=True, config=_SCHEMA)
+class NotifierSettings:
+    """Where failure alerts go: a log file (default), e-mail over an SMTP connection, or a Slack webhook."""
+
+    kind: NotifierKind = Field(
+        default="log", description="`log` appends to a file, `smtp` e-mails, `slack` posts"
+    )
+    path: Text = Field(
+        default="", description="log file of kind log; empty: `$AIRFLOW_HOME/logs/autoexp-alerts.log`"
+    )
+    to: Strings = Field(default=(), description="recipients of kind smtp (at least one)")
+    conn_id: Text = Field(
+        default="", description="Airflow connection of the SMTP server, or of the Slack webhook (needed)"
+    )
+
+    @model_validator(mode="after")
+    def _kind_has_its_target(self) -> NotifierSettings:
+        if self.kind == "smtp" and not self.to:
+            raise _rule("to", "kind smtp needs at least one recipient")
+        if self.kind == "slack" and not self.conn_id:
+            raise _rule("conn_id", "kind slack needs the Airflow connection id of the webhook")
+        return self
+
+
+@dataclass(frozen=True, config=_SCHEMA)
+class AirflowSettings:
+    """Validated `airflow:` section; every key is optional and documented by its field's description.
+
+    String paths may use ``{VAR}`` of the experiment's pretrain job.
+    """
+
+    dag_id_prefix: Text = Field(
+        default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
+    )
+    schedule: Annotated[str | None, _Exact("str or null", str, type(None))] = Field(
+        default=None,
+        description="DAG schedule (cron or preset such as `@daily`); null: runs only when triggered",
+    )
+    start_date: Text = Field(default="2024-01-01", description="DAG start date (ISO format)")
+    tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
+    owner: Text = Field(default="autoexp", description="owner of every task")
+    retries: Count = Field(default=2, ge=0, description="Airflow retries of every task")
+    retry_delay_secs: Seconds = Field(default=300.0, ge=0, description="wait between two tries of a task")
+    ssh_conn_id: Text = Field(
+        default="slurm_default", min_length=1, description="Airflow SSH connection to the cluster"
+    )
+    pool: Text = Field(
+        default="", description="Airflow pool capping concurrent Slurm jobs; empty: `slurm_<ssh_conn_id>`"
+    )
+    remote_dir: Text = Field(
+        default="{RUN_DIR}/autoexp",
+        description="cluster folder where rendered scripts and helpers are staged; "
+        "`{VAR}`s of the pretrain TRAIN job",
+    )
+    poll_interval_secs: Seconds = Field(
+        default=0.0, ge=0, description="how often Slurm is polled; 0: each job's `check_interval_secs`"
+    )
+    checkpoint_settle_secs: Seconds = Field(
+        default=5.0,
+        ge=0,
+        description="a checkpoint's files must stay unchanged this long before it counts as saved",
+    )
+    checkpoint_timeout_secs: Seconds = Field(
+        default=0.0,
+        ge=0,
+        description="how long a checkpoint wait may last; 0 derives it from the training's budget: "
+        "(retries + 1) x max_attempts x its Slurm time limit, plus an hour of queueing "
+        "(7 days without a time limit)",
+    )
+    max_attempts: Count = Field(default=10, ge=1, description="Slurm submissions per task try")
+    max_attempts_without_progress: Count = Field(
+        default=3, ge=1, description="consecutive submissions without a new checkpoint before a task fails"
+    )
+    unknown_timeout: Seconds = Field(
+        default=1800.0,
+        gt=0,
+        description="how long any Slurm job may sit in a state nobody can classify before its task fails "
+        "(the job is left running; the retry re-attaches)",
+    )
+    progress_timeout: Seconds = Field(
+        default=3600.0,
+        ge=0,
+        description="how long a RUNNING training may go without its log or checkpoint tracker changing "
+        "before it is cancelled as hung and resubmitted; 0 turns this off",
+    )
+    startup_timeout: Seconds = Field(
+        default=7200.0,
+        ge=0,
+        description="how long a training runs before it can be judged hung at all (NCCL start-up, dataset "
+        "index, checkpoint loading can be silent for long)",
+    )
+    paused: Flag = Field(default=True, description="new DAGs start paused")
+    keys: Keys = Field(
+        default_factory=Keys,
+        description="names of the variables and labels the planner reads; the defaults fit AutoExperiment",
+    )
+    notify: NotifierSettings = Field(default_factory=NotifierSettings, description="where failure alerts go")
+
+    @property
+    def pool_name(self) -> str:
+        """The pool every Slurm-submitting task uses."""
+        return self.pool or "slurm_" + re.sub(r"[^A-Za-z0-9_.-]", "_", self.ssh_conn_id)
+
+
+_VALIDATOR = TypeAdapter(AirflowSettings)
+_DEFAULTS = AirflowSettings()  # frozen, so shared: most configs have no `airflow:` section
+
+
+def _line_of(config_path: Path | None, dotted: str) -> str:
+    """Return ``FILE:LINE`` of ``airflow.<dotted>`` (error path only: the file is composed again)."""
+    if config_path is None:
+        return "<airflow settings>"
+    try:
+        node: Any = yaml.compose(config_path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return str(config_path)
+    line = 1
+    for part in ["airflow", *dotted.split(".")]:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+        if match is None:
+            break
+        line = match[0].start_mark.line + 1
+        node = match[1]
+    return f"{config_path}:{line}"
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and is_pydantic_dataclass(annotation)
+
+
+def _fields(section: Any) -> dict[str, FieldInfo]:
+    if not is_pydantic_dataclass(section):
+        raise TypeError(f"{section!r} is not a settings section")
+    return section.__pydantic_fields__
+
+
+def _section(path: list[str]) -> Any:
+    """The schema class of the mapping at ``path`` (``[]``: the `airflow:` section itself)."""
+    section: Any = AirflowSettings
+    for part in path:
+        section = _fields(section)[part].annotation
+    return section
+
+
+def _exact(info: FieldInfo) -> _Exact | None:
+    return next((m for m in info.metadata if isinstance(m, _Exact)), None)
+
+
+def _problem(error: ErrorDetails, info: FieldInfo) -> str:
+    """What is wrong with one key's value (and what is allowed), in the words of the pre-schema checks."""
+    kind, ctx, got = error["type"], error.get("ctx") or {}, error["input"]
+    if kind == "dataclass_type":
+        shape = "a mapping of role to variable name" if info.annotation is Keys else "a mapping"
+        return f"expected {shape}, got {got!r}"
+    if kind == "literal_error":
+        return f"{got!r} is not one of {', '.join(map(str, get_args(info.annotation)))}"
+    if kind in ("greater_than", "greater_than_equal"):
+        bound = f"> {ctx['gt']}" if kind == "greater_than" else f">= {ctx['ge']}"
+        exact = _exact(info)
+        return f"must be {bound}" + (f" ({exact.unit})" if exact and exact.unit else "")
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "string_pattern_mismatch":
+        return f"only {_PATTERNS[ctx['pattern']]} are allowed"
+    return error["msg"]  # our own checks (_Exact) already read as one line
+
+
+def _explain(error: ErrorDetails) -> tuple[str, str]:
+    """The dotted key and the message of one pydantic error."""
+    loc = [str(part) for part in error["loc"]]
+    if error["type"] == "autoexp_rule":
+        return ".".join([*loc, (error.get("ctx") or {})["field"]]), error["msg"]
+    if not loc:
+        return "", error["msg"]
+    section = _section(loc[:-1])
+    if error["type"] in ("unexpected_keyword_argument", "invalid_key"):
+        known = sorted(_fields(section))
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        word = "role" if section is Keys else "key"
+        return ".".join(loc), f"unknown {word} (known: {', '.join(known)}){hint}"
+    return ".".join(loc), _problem(error, _fields(section)[loc[-1]])
+
+
+def parse_settings(raw: Mapping[str, Any] | None, config_path: Path | None = None) -> AirflowSettings:
+    """Validate the raw `airflow:` section (None: all defaults); unknown keys are errors."""
+    if raw is None:
+        return _DEFAULTS
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{_line_of(config_path, '')}: airflow: expected a mapping, got {raw!r}")
+    try:
+        return _VALIDATOR.validate_python(dict(raw))
+    except ValidationError as exc:
+        # One line: the error of the key written first in the file.
+        order = {str(key): index for index, key in enumerate(raw)}
+        first = min(exc.errors(), key=lambda e: order.get(str(e["loc"][0]) if e["loc"] else "", -1))
+        dotted, message = _explain(first)
+    raise SettingsError(f"{_line_of(config_path, dotted)}: airflow.{dotted}: {message}")
+
+
+def _doc_default(info: FieldInfo) -> str:
+    value = info.default
+    if value is PydanticUndefined:
+        return ""  # a section: its keys follow
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    if isinstance(value, tuple):
+        return f"`[{', '.join(value)}]`"
+    return f"`{value}`" if value != "" else '`""`'
+
+
+def _doc_type_and_allowed(info: FieldInfo) -> tuple[str, str]:
+    if _is_section(info.annotation):
+        return "mapping", ""
+    exact = _exact(info)
+    allowed = [f"`{v}`" for v in get_args(info.annotation)] if exact is None else []
+    for meta in info.metadata:
+        allowed += [
+            f"{op} {getattr(meta, key)}" for key, op in (("ge", ">="), ("gt", ">")) if hasattr(meta, key)
+        ]
+        if getattr(meta, "min_length", None) == 1 or getattr(meta, "nonempty", False):
+            allowed.append("not empty")
+        if getattr(meta, "pattern", None) in _PATTERNS:
+            allowed.append(_PATTERNS[meta.pattern])
+    kind = "str" if exact is None else f"{exact.unit} ({exact.text})" if exact.unit else exact.text
+    return kind, ", ".join(allowed)
+
+
+def settings_table() -> str:
+    """The Markdown table of every `airflow:` key, generated from the schema (docs/config.md embeds it)."""
+    rows = ["| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
+
+    def add(section: Any, prefix: str) -> None:
+        for name, info in _fields(section).items():
+            kind, allowed = _doc_type_and_allowed(info)
+            rows.append(
+                f"| `{prefix}{name}` | {kind} | {_doc_default(info)} | {allowed} | {info.description} |"
+            )
+            if _is_section(info.annotation):
+                add(info.annotation, f"{prefix}{name}.")
+
+    add(AirflowSettings, "")
+    return "\n".join(rows) + "\n"
