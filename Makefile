@@ -19,6 +19,7 @@ test: bootstrap lint typecheck
 
 lint:
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check src plugins include dags tests bench scripts
 
 typecheck:

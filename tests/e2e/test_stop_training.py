@@ -35,7 +35,7 @@ POLL = 5.0  # config/demo.yaml: poll_interval_secs
 TRAIN = "pretrain.train"
 # Per try: restart the triggerer first (graceful, or killed like a crash)? Mark the training failed
 # after the triggerer's first task-state answer (Airflow's one-time 6-78 s build of its
-# in-process Execution API, see autoexp.experiment.ti_states), or during it?
+# in-process Execution API, see autoexp.campaign.dags.ti_states), or during it?
 PLAN: list[tuple[signal.Signals | None, str]] = [
     (None, "after first answer"),  # the stack's own triggerer, fresh
     (signal.SIGTERM, "after first answer"),

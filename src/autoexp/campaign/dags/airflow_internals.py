@@ -19,7 +19,6 @@ from airflow.sdk.definitions._internal.expandinput import ListOfDictsExpandInput
 from airflow.sdk.definitions._internal.expandinput import MappedArgument as MappedArgument
 from airflow.sdk.definitions.taskgroup import MappedTaskGroup as MappedTaskGroup
 
-
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
 # No public API lets a trigger ask task-instance states asynchronously under its own time limit:
 # ``RuntimeTaskInstance.get_task_states`` is synchronous and unbounded (see ti_states). The runner's

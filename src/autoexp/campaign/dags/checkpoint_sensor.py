@@ -8,7 +8,7 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator.path_triggers import RemotePathTrigger
 from slurm_operator.sensors import RemotePathSensor
 
-from autoexp.experiment.triggers import checkpoint_condition
+from autoexp.campaign.dags.triggers import checkpoint_condition
 
 
 class CheckpointSensor(RemotePathSensor):

@@ -33,7 +33,7 @@ from autoexp.campaign.planning.dag_plan import (
     plan_dag,
 )
 from autoexp.campaign.planning.loading import config_errors, load_plans
-from autoexp.experiment.settings import AirflowSettings
+from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)
 _MAX_ACTIVE_TASKS = 64

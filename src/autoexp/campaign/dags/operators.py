@@ -14,10 +14,10 @@ from slurm_operator.operators import SlurmOperator
 from slurm_operator.triggers import SlurmJobTrigger
 
 from autoexp.campaign.dags import task_callables
+from autoexp.campaign.dags.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import TRAIN_TASK
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
-from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 
 T = TypeVar("T")
 

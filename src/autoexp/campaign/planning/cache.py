@@ -22,7 +22,7 @@ from typing import Any
 
 from autoexp.campaign.planning.config_source import env_names
 from autoexp.campaign.planning.plan import JobLike
-from autoexp.experiment.settings import AirflowSettings, Keys
+from autoexp.campaign.planning.settings import AirflowSettings, Keys
 
 log = logging.getLogger(__name__)
 CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
@@ -66,8 +66,7 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
 def _code_fingerprint() -> str:
     """Size and mtime of the engine and planner sources: editing them invalidates every entry."""
     parts = []
-    # experiment/ still holds the settings parser (it moves to campaign/planning/).
-    for folder in (_PACKAGE / "config", _PACKAGE / "campaign" / "planning", _PACKAGE / "experiment"):
+    for folder in (_PACKAGE / "config", _PACKAGE / "campaign" / "planning"):
         for source in sorted(folder.glob("*.py")):
             st = source.stat()
             parts.append(f"{source.name}:{st.st_size}:{st.st_mtime_ns}")

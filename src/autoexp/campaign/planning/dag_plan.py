@@ -13,7 +13,7 @@ from typing import Any
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
 from autoexp.campaign.planning.report_data import param_count
-from autoexp.experiment.settings import AirflowSettings
+from autoexp.campaign.planning.settings import AirflowSettings
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"

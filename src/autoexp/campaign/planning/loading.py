@@ -9,7 +9,7 @@ from typing import Any
 from autoexp.campaign.planning import cache
 from autoexp.campaign.planning.checkout import ensure_default_env
 from autoexp.campaign.planning.plan import ExperimentPlan, PlanError, plan_campaign
-from autoexp.experiment.settings import AirflowSettings, SettingsError, parse_settings
+from autoexp.campaign.planning.settings import AirflowSettings, SettingsError, parse_settings
 
 
 def _as_mapping(raw: Any) -> Any:

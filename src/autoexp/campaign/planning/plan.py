@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoexp.campaign.planning import run_layout
-from autoexp.experiment.settings import AirflowSettings, Keys
+from autoexp.campaign.planning.settings import AirflowSettings, Keys
 
 PRETRAIN = "pretrain"
 

@@ -10,7 +10,8 @@ import posixpath
 import shlex
 
 from slurm_operator import naming
-from slurm_operator.checkpoints import TRACKER_FILE
+
+from autoexp.campaign.planning.checkpoint_layout import TRACKER_FILE
 
 # The training template says CHECKPOINT_PATH="$RUN_DIR/checkpoints" (include/sbatch/
 # train_container_simple.sh) and passes it to --save; tests/autoexp/campaign/planning/test_run_layout.py

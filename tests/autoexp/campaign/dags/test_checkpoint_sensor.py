@@ -27,7 +27,7 @@ def test_the_sensor_s_trigger_names_the_campaign_condition_and_round_trips() -> 
         task_id="ckpt", ssh_conn_id="c", checkpoint_dir="/ckpt", iteration=200, settle_seconds=5
     )
     classpath, kwargs = sensor.trigger().serialize()
-    assert kwargs["condition"] == "autoexp.experiment.triggers.CheckpointCondition"
+    assert kwargs["condition"] == "autoexp.campaign.dags.triggers.CheckpointCondition"
     assert kwargs["condition_kwargs"] == {"iteration": 200, "settle_seconds": 5}
     assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
 

@@ -10,8 +10,8 @@ import pytest
 from autoexp.campaign.planning import cache
 from autoexp.campaign.planning.checkout import REPO_ROOT, ensure_default_env
 from autoexp.campaign.planning.plan import ExperimentPlan, plan_campaign
+from autoexp.campaign.planning.settings import parse_settings
 from autoexp.config import expand, load_config
-from autoexp.experiment.settings import parse_settings
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 

@@ -9,7 +9,7 @@ import sys
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import plan_dag, wait_budget
 from autoexp.campaign.planning.plan import plan_campaign
-from autoexp.experiment.settings import AirflowSettings
+from autoexp.campaign.planning.settings import AirflowSettings
 from tests.autoexp.campaign.planning.jobs import campaign
 
 SETTINGS = AirflowSettings()

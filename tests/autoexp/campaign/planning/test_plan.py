@@ -13,7 +13,7 @@ from autoexp.campaign.planning.plan import (
     plan_campaign,
     slurm_time_secs,
 )
-from autoexp.experiment.settings import AirflowSettings, Keys
+from autoexp.campaign.planning.settings import AirflowSettings, Keys
 from tests.autoexp.campaign.planning.jobs import FakeJob, campaign
 
 SETTINGS = AirflowSettings()

@@ -11,8 +11,8 @@ from airflow.sdk._shared.module_loading import import_string
 from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
 from slurm_operator.events import SlurmEvent
 
-from autoexp.experiment import ti_states
-from autoexp.experiment.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
+from autoexp.campaign.dags import ti_states
+from autoexp.campaign.dags.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 from tests.fixtures import checkpoint_layouts as layouts
 
 pytestmark = pytest.mark.slurm
@@ -53,7 +53,7 @@ def save_legacy_checkpoint(checkpoints: Path, iteration: int) -> None:
 def test_serialize_round_trips_through_an_importable_classpath(tmp_path: Path) -> None:
     trigger = make_trigger("c", tmp_path)
     path, kwargs = trigger.serialize()
-    assert path == "autoexp.experiment.triggers.PhaseCheckpointTrigger"
+    assert path == "autoexp.campaign.dags.triggers.PhaseCheckpointTrigger"
     assert import_string(path)(**kwargs).serialize() == (path, kwargs)
 
 
@@ -265,7 +265,7 @@ async def test_clearing_keeps_the_job_and_marking_failed_cancels_it(
     try:
         trigger = job_trigger(slurm_cluster.conn_id, job, tmp_path)
         path, kwargs = trigger.serialize()
-        assert path == "autoexp.experiment.triggers.CampaignJobTrigger"
+        assert path == "autoexp.campaign.dags.triggers.CampaignJobTrigger"
         assert import_string(path)(**kwargs).serialize() == (path, kwargs)
         await trigger.on_kill()
         record = hook.job_states([job]).records[job]

@@ -16,8 +16,8 @@ from slurm_operator.path_triggers import PathCondition, RemoteFiles, RemotePathT
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger, arguments
 
+from autoexp.campaign.dags import ti_states
 from autoexp.campaign.planning.checkpoint_layout import SettleTracker, TrackerParseError, complete_iterations
-from autoexp.experiment import ti_states
 
 
 class CheckpointCondition(PathCondition):
@@ -219,7 +219,7 @@ class CampaignJobTrigger(SlurmJobTrigger):
         """Classpath in the installed autoexp package and every argument."""
         kwargs = {**arguments(self, SlurmJobTrigger), "stopped_path": self.stopped_path,
                   "state_timeout": self.state_timeout}  # fmt: skip
-        return "autoexp.experiment.triggers.CampaignJobTrigger", kwargs
+        return "autoexp.campaign.dags.triggers.CampaignJobTrigger", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The base wait; first, get the triggerer's slow first state answer out of on_kill's way."""

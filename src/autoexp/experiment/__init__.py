@@ -1,1 +1,0 @@
-"""Campaign modules still to move into autoexp.campaign (settings, triggers, ti_states; issue 13)."""
