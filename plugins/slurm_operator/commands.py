@@ -14,7 +14,7 @@ SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRE
 # squeue has no exit code and no allocated TRES; %T is the long state name, -r expands array tasks.
 SQUEUE_FORMAT = "%i|%j|%T|%M|%S|%e|%N|%r"
 # Lines starting with this mark separate the sections of the batched state query's output.
-SECTION_MARK = "#autoexp-section"
+SECTION_MARK = "#slurm-operator-section"
 # squeue's long names of the states in which a job has not ended (an awk alternation).
 _ACTIVE_ALTERNATION = "|".join(sorted(s.value for s in ACTIVE_STATES))
 

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -83,6 +84,16 @@ def wait_in_worker(
         if alarm is not None:
             raise AirflowException(f"Slurm job {spec.job_id} ({spec.log_path}): {alarm.message}")
         sleep(spec.poll_interval)
+
+
+def relay_lines(logger: logging.Logger | Any, job_id: str) -> Callable[[str], None]:
+    """Relay text into ``logger`` line by line, each prefixed ``[slurm <id>]``."""
+
+    def relay(text: str) -> None:
+        for line in text.splitlines():
+            logger.info("[slurm %s] %s", job_id, line)
+
+    return relay
 
 
 def _relay(hook: SlurmHook, path: str, offset: int, relay: Callable[[str], None], *, final: bool) -> int:
