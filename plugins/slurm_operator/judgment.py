@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from slurm_operator import cancels
 from slurm_operator.attempt_checks import TAIL_LINES, log_tail, probe_progress
@@ -15,7 +15,14 @@ from slurm_operator.records import JobRecord
 from slurm_operator.resubmission import Decision, decide
 from slurm_operator.states import SlurmState
 
-log = logging.getLogger(__name__)
+
+class TaskLog(Protocol):
+    """The task's logger (``self.log`` of an operator), where the user reads what happened."""
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
 
 WorkDone = Callable[[SlurmHook, Attempt], "bool | None"]
 
@@ -37,8 +44,10 @@ class Caps:
     progress_command: str | None
 
 
-def judge(hook: SlurmHook, ledger: Ledger, work_done: WorkDone, caps: Caps) -> Decision:
+def judge(hook: SlurmHook, ledger: Ledger, work_done: WorkDone, caps: Caps, log: TaskLog) -> Decision:
     """Judge the ledger's current attempt, which ended; its check answers and verdict go on the ledger.
+
+    The verdict is logged to ``log``, the task's logger (where the user reads it).
 
     Raises CancelledFromOutside (the verdict FAIL recorded) for a cancel from outside, and
     ``cancels.CancelOriginUnknown`` (nothing recorded) when whose cancel it was cannot be read.
@@ -68,8 +77,8 @@ def judge(hook: SlurmHook, ledger: Ledger, work_done: WorkDone, caps: Caps) -> D
     return decision
 
 
-def cancel_hung(hook: SlurmHook, ledger: Ledger, record: JobRecord, why: str) -> None:
-    """Cancel the current attempt's hung job (marker: ours, as hung) and record it hung.
+def cancel_hung(hook: SlurmHook, ledger: Ledger, record: JobRecord, why: str, log: TaskLog) -> None:
+    """Cancel the current attempt's hung job (marker: ours, as hung) and record it hung; said in ``log``.
 
     Raises HungNotCancelled when scancel fails: resubmitting next to a job that may still run would
     run the work twice.

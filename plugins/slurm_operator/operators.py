@@ -236,7 +236,7 @@ class SlurmOperator(BaseOperator):
     def _submit(self, context: Context, hook: SlurmHook, ledger: Ledger) -> None:
         spec = submit_spec(self, ledger.name, self._output_pattern(ledger.name))
         try:
-            attempt = submit_attempt(hook, spec, ledger.next_number(), _try_number(context))
+            attempt = submit_attempt(hook, spec, ledger.next_number(), _try_number(context), self.log)
         except SubmitFailed as exc:
             raise AirflowException(f"task {self.task_id}: {exc}") from None
         ledger.add(attempt)
@@ -269,7 +269,7 @@ class SlurmOperator(BaseOperator):
             ledger.update_current(ledger.current.ended(record))
             return self._judge(context, hook, ledger)
         try:
-            judgment.cancel_hung(hook, ledger, record, hung)
+            judgment.cancel_hung(hook, ledger, record, hung, self.log)
         except judgment.HungNotCancelled as exc:
             raise AirflowException(str(exc)) from None
         return self._judge(context, hook, ledger)
@@ -278,7 +278,7 @@ class SlurmOperator(BaseOperator):
         """Judge the attempt that just ended: succeed, resubmit (and wait again) or fail."""
         caps = judgment.Caps(self.max_attempts, self.max_attempts_without_progress, self.progress_command)
         try:
-            decision = judgment.judge(hook, ledger, self.is_work_done, caps)
+            decision = judgment.judge(hook, ledger, self.is_work_done, caps, self.log)
         except judgment.CancelledFromOutside as exc:
             state_set(context, ledger)  # (a clear resumes the work)
             raise AirflowFailException(str(exc)) from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,9 +9,8 @@ from dataclasses import dataclass
 from slurm_operator import commands, naming
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
+from slurm_operator.judgment import TaskLog
 from slurm_operator.ledger import Attempt
-
-log = logging.getLogger(__name__)
 
 
 class SubmitFailed(SlurmError):
@@ -36,8 +34,11 @@ class SubmitSpec:
     environment: Mapping[str, str] | None
 
 
-def submit_attempt(hook: SlurmHook, spec: SubmitSpec, first_number: int, try_number: int | None) -> Attempt:
-    """Claim the next script copy (numbered from ``first_number`` on), sbatch it; the new attempt."""
+def submit_attempt(
+    hook: SlurmHook, spec: SubmitSpec, first_number: int, try_number: int | None, log: TaskLog
+) -> Attempt:
+    """Claim the next script copy (numbered from ``first_number`` on), sbatch it; the new attempt,
+    said in ``log`` (the task's logger)."""
     base = naming.attempt_script_base(spec.remote_dir, spec.name)
     pattern = spec.output_pattern
     args = [*spec.sbatch_args, f"--job-name={spec.name}", f"--output={pattern}"]

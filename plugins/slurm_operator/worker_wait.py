@@ -6,12 +6,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
+from slurm_operator.judgment import TaskLog
 from slurm_operator.parsers import complete_lines
 from slurm_operator.records import JobRecord
 from slurm_operator.states import TERMINAL_STATES, SlurmState
@@ -86,7 +86,7 @@ def wait_in_worker(
         sleep(spec.poll_interval)
 
 
-def relay_lines(logger: logging.Logger | Any, job_id: str) -> Callable[[str], None]:
+def relay_lines(logger: TaskLog, job_id: str) -> Callable[[str], None]:
     """Relay text into ``logger`` line by line, each prefixed ``[slurm <id>]``."""
 
     def relay(text: str) -> None:
