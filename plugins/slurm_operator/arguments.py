@@ -1,11 +1,15 @@
-"""Checks of a SlurmOperator's rendered arguments (run in execute(): in __init__ templates are unrendered)."""
+"""A SlurmOperator's rendered arguments: their checks (in execute(): in __init__ templates are
+unrendered), and what they give each submission and each wait."""
 
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException
+
+from slurm_operator.ledger import Ledger
+from slurm_operator.submission import SubmitSpec
 
 
 class OperatorArguments(Protocol):
@@ -23,6 +27,13 @@ class OperatorArguments(Protocol):
     progress_timeout: float | None
     startup_timeout: float
     sbatch_args: list[str]
+    environment: dict[str, str] | None
+    ssh_conn_id: str
+    poll_interval: float
+    stream_logs: bool
+    failure_budget: float
+    min_defer_seconds: float
+    progress_paths: list[str]
 
 
 def check_arguments(op: OperatorArguments) -> None:
@@ -52,3 +63,30 @@ def check_arguments(op: OperatorArguments) -> None:
     for arg in op.sbatch_args:
         if arg.startswith(("--job-name", "-J", "--output", "-o")):
             raise AirflowException(f"{task}: sbatch_args {arg!r}: set job_name / output_path instead")
+
+
+def submit_spec(op: OperatorArguments, name: str, output_pattern: str) -> SubmitSpec:
+    """What every attempt of job ``name`` is submitted with."""
+    return SubmitSpec(
+        op.remote_dir, name, output_pattern, op.script, op.script_path, op.sbatch_args, op.environment
+    )
+
+
+def job_trigger_kwargs(op: OperatorArguments, ledger: Ledger) -> dict[str, Any]:
+    """The SlurmJobTrigger arguments of a wait for the ledger's current attempt (``carry``: the ledger)."""
+    current = ledger.current
+    return {
+        "ssh_conn_id": op.ssh_conn_id,
+        "job_id": current.job_id,
+        "poll_interval": op.poll_interval,
+        "log_path": current.log_path,
+        "log_offset": ledger.log_offset,
+        "stream_logs": op.stream_logs,
+        "failure_budget": op.failure_budget,
+        "carry": ledger.to_dict(),
+        "min_defer_seconds": op.min_defer_seconds,
+        "unknown_timeout": op.unknown_timeout,
+        "progress_timeout": op.progress_timeout,
+        "startup_timeout": op.startup_timeout,
+        "progress_paths": op.progress_paths,
+    }

@@ -9,10 +9,10 @@ import posixpath
 import random
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, Unpack
 
 import asyncssh
 from airflow.providers.ssh.hooks.ssh import SSHHookAsync
@@ -217,26 +217,13 @@ class AsyncSlurmHook:
 
     # -- Slurm verbs -----------------------------------------------------------------------------
 
-    async def submit(
-        self,
-        *,
-        script: str | None = None,
-        script_path: str | None = None,
-        upload_to: str | None = None,
-        sbatch_args: Sequence[str] = (),
-        environment: Mapping[str, str] | None = None,
-    ) -> str:
+    async def submit(self, **args: Unpack[commands.SubmitArgs]) -> str:
         """As ``SlurmHook.submit``. Never re-sent after a dropped connection: that could submit twice."""
-        plan = commands.plan_submit(script, script_path, upload_to)
+        plan, command = commands.prepare_submit(**args)
         if plan.upload is not None:
-            await self.write_text(plan.upload, str(script))
-        command = commands.sbatch(
-            script_path=plan.script_path, sbatch_args=sbatch_args, environment=environment
-        )
+            await self.write_text(plan.upload, str(args.get("script")))
         result = await self._run(command, stdin=plan.stdin, limit_s=None, retry=False)
-        if result.exit_status != 0:
-            raise parsers.submit_error(command, result.exit_status, result.stdout, result.stderr)
-        job = parsers.parse_sbatch(result.stdout)
+        job = parsers.submitted_job(command, result.exit_status, result.stdout, result.stderr)
         log.info("[slurm %s] submitted over %s: %s", job, self._where(), command)
         return job
 

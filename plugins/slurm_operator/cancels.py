@@ -11,13 +11,12 @@ resubmitted; a requeued job keeps its id and stays active).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from slurm_operator import commands, naming, parsers
-from slurm_operator.completion import CANCELLED_BY_AIRFLOW, HUNG, Attempt
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
+from slurm_operator.ledger import Attempt, Ledger
 from slurm_operator.naming import HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
 
 __all__ = ["HUNG_REASON", "ON_KILL_REASON", "TIMEOUT_REASON", "CancelOrigin", "cancel_ours", "note_cancel"]
@@ -50,7 +49,7 @@ def cancel_origin(hook: SlurmHook, attempt: Attempt) -> CancelOrigin:
     try:
         reason = hook.read_text(marker).strip()
     except RemotePathNotFoundError:
-        return CancelOrigin(ours=False, who=who_cancelled(hook, str(attempt.extra.get("slurm_state", ""))))
+        return CancelOrigin(ours=False, who=who_cancelled(hook, attempt.raw_state))
     except SlurmError as exc:
         raise CancelOriginUnknown(
             f"cannot read {marker} to tell whose cancel ended job {attempt.job_id}: {exc}"
@@ -58,24 +57,23 @@ def cancel_origin(hook: SlurmHook, attempt: Attempt) -> CancelOrigin:
     return CancelOrigin(ours=True, reason=reason or "(the marker is empty)")
 
 
-def note_cancel(hook: SlurmHook, carry: dict[str, Any]) -> str | None:
-    """Record on the carry's last attempt (CANCELLED) whose cancel it was.
+def note_cancel(hook: SlurmHook, ledger: Ledger) -> str | None:
+    """Record on the ledger's current attempt (CANCELLED) whose cancel it was.
 
-    Ours as hung (a try that died before recording it ``HUNG``): recorded ``HUNG``, judged as such.
+    Ours as hung (a try that died before recording it hung): recorded hung, judged as such.
     Ours for another reason (on_kill, a timed-out deferral: the try that cancelled it is over):
-    ``extra.cancelled_by_airflow``, resubmitted by ``decide``. From outside: ``extra.cancelled_by``
-    and the task's one-line error is returned. Raises CancelOriginUnknown if the marker is unreadable.
+    ``cancelled_by_airflow``, resubmitted by the policy. From outside: ``cancelled_by``, and the
+    task's one-line error is returned. Raises CancelOriginUnknown if the marker is unreadable.
     """
-    last = carry["attempts"][-1]
-    origin = cancel_origin(hook, Attempt.from_dict(last))
-    extra = dict(last.get("extra") or {})
+    last = ledger.current
+    origin = cancel_origin(hook, last)
     if not origin.ours:
-        last["extra"] = {**extra, "cancelled_by": origin.who}
-        return outside_cancel_message(Attempt.from_dict(last), origin.who)
+        ledger.update_current(replace(last, cancelled_by=origin.who))
+        return outside_cancel_message(last, origin.who)
     if origin.reason.split(":", 1)[0] == HUNG_REASON:
-        last.update(state=HUNG, extra={**extra, "hung": origin.reason.partition(": ")[2] or origin.reason})
+        ledger.update_current(replace(last, hung=origin.reason.partition(": ")[2] or origin.reason))
     else:
-        last["extra"] = {**extra, CANCELLED_BY_AIRFLOW: origin.reason}
+        ledger.update_current(replace(last, cancelled_by_airflow=origin.reason))
     return None
 
 

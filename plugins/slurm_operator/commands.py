@@ -6,6 +6,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from slurm_operator.states import ACTIVE_STATES
 
@@ -14,7 +15,7 @@ SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRE
 # squeue has no exit code and no allocated TRES; %T is the long state name, -r expands array tasks.
 SQUEUE_FORMAT = "%i|%j|%T|%M|%S|%e|%N|%r"
 # Lines starting with this mark separate the sections of the batched state query's output.
-SECTION_MARK = "#autoexp-section"
+SECTION_MARK = "#slurm-operator-section"
 # squeue's long names of the states in which a job has not ended (an awk alternation).
 _ACTIVE_ALTERNATION = "|".join(sorted(s.value for s in ACTIVE_STATES))
 
@@ -213,6 +214,16 @@ def _path(path: str) -> str:
     return path
 
 
+class SubmitArgs(TypedDict, total=False):
+    """The keyword arguments of both hooks' ``submit`` (see ``SlurmHook.submit``)."""
+
+    script: str | None
+    script_path: str | None
+    upload_to: str | None
+    sbatch_args: Sequence[str]
+    environment: Mapping[str, str] | None
+
+
 @dataclass(frozen=True)
 class SubmitPlan:
     """How a submission travels: ``upload`` (write the script text there first), then ``sbatch``."""
@@ -231,3 +242,14 @@ def plan_submit(script: str | None, script_path: str | None, upload_to: str | No
     if script is not None and upload_to is not None:
         return SubmitPlan(upload=upload_to, script_path=upload_to, stdin=None)
     return SubmitPlan(upload=None, script_path=script_path, stdin=script)
+
+
+def prepare_submit(**args: Unpack[SubmitArgs]) -> tuple[SubmitPlan, str]:
+    """The plan of a hook's ``submit`` and its sbatch command."""
+    plan = plan_submit(args.get("script"), args.get("script_path"), args.get("upload_to"))
+    command = sbatch(
+        script_path=plan.script_path,
+        sbatch_args=args.get("sbatch_args", ()),
+        environment=args.get("environment"),
+    )
+    return plan, command

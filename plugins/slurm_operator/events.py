@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-# status values
-SUCCESS: Final = "success"  # job COMPLETED, or the watched remote condition holds
-FAILURE: Final = "failure"  # job reached a terminal state other than COMPLETED
-PROGRESS: Final = "progress"  # not final: a log chunk to relay, the operator re-defers
+# status values; each event is final: a trigger emits exactly one.
+SUCCESS: Final = "success"  # the watched remote condition holds
+ENDED: Final = "ended"  # the job reached a terminal state (which: slurm_state); the operator judges it
 ERROR: Final = "error"  # the trigger could not find out (connection budget spent, job vanished, bug)
 HUNG: Final = "hung"  # the job runs but its watched files stopped changing: cancel and resubmit
-STATUSES: Final = frozenset({SUCCESS, FAILURE, PROGRESS, ERROR, HUNG})
+STATUSES: Final = frozenset({SUCCESS, ENDED, ERROR, HUNG})
 
 _FIELDS: Final = (
     "status",
@@ -20,7 +19,6 @@ _FIELDS: Final = (
     "slurm_state",
     "exit_code",
     "log_offset",
-    "log_chunk",
     "record",
     "data",
     "carry",
@@ -35,13 +33,12 @@ class EventSchemaError(ValueError):
 class SlurmEvent:
     """Payload of every trigger event, as JSON primitives.
 
-    :param status: one of ``success``, ``failure``, ``progress``, ``error``, ``hung``.
+    :param status: one of ``success``, ``ended``, ``error``, ``hung``.
     :param message: one human line saying what happened.
     :param job_id: the Slurm job id the event is about (None for path triggers).
     :param slurm_state: the Slurm state name (``COMPLETED``, ``TIMEOUT``...), if known.
     :param exit_code: the job's exit code, if known.
     :param log_offset: byte offset up to which the job log / watched file has been read.
-    :param log_chunk: text read since the previous offset (progress events), else "".
     :param record: ``JobRecord.to_dict()`` of the final accounting row, if any.
     :param data: trigger-specific results (matched line, complete iterations...).
     :param carry: opaque JSON the deferring operator handed to the trigger, echoed back so the
@@ -54,7 +51,6 @@ class SlurmEvent:
     slurm_state: str | None = None
     exit_code: int | None = None
     log_offset: int = 0
-    log_chunk: str = ""
     record: dict[str, Any] | None = None
     data: dict[str, Any] = field(default_factory=dict)
     carry: dict[str, Any] = field(default_factory=dict)
@@ -82,11 +78,22 @@ class SlurmEvent:
         _check(payload, "slurm_state", (str, type(None)))
         _check(payload, "exit_code", (int, type(None)))
         _check(payload, "log_offset", (int,))
-        _check(payload, "log_chunk", (str,))
         _check(payload, "record", (dict, type(None)))
         _check(payload, "data", (dict,))
         _check(payload, "carry", (dict,))
         return cls(**payload)
+
+
+def resume_event(event: object, task_id: str) -> SlurmEvent:
+    """The event a resume method got, checked; EventSchemaError names the task and the bad key.
+
+    The one check every resume method (operator, sensors, the campaign's waits) runs; the caller
+    turns the error into its framework's task failure.
+    """
+    try:
+        return SlurmEvent.from_payload(event)
+    except EventSchemaError as exc:
+        raise EventSchemaError(f"task {task_id}: malformed trigger event: {exc}") from None
 
 
 def _check(payload: dict[str, Any], key: str, types: tuple[type, ...]) -> None:

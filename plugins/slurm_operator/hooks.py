@@ -9,9 +9,9 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
@@ -215,31 +215,19 @@ class SlurmHook:
 
     # -- Slurm verbs -----------------------------------------------------------------------------
 
-    def submit(
-        self,
-        *,
-        script: str | None = None,
-        script_path: str | None = None,
-        upload_to: str | None = None,
-        sbatch_args: Sequence[str] = (),
-        environment: Mapping[str, str] | None = None,
-    ) -> str:
+    def submit(self, **args: Unpack[commands.SubmitArgs]) -> str:
         """Submit a batch script with ``sbatch --parsable``; return the job id.
 
-        Give ``script`` (text: sent on stdin, or written to ``upload_to`` over SFTP first so the
-        cluster keeps a copy) or ``script_path`` (a path on the cluster). Raises SlurmSubmitError
-        (or the retryable SlurmSubmitLimitError) with Slurm's reason when sbatch refuses.
+        Keywords (``commands.SubmitArgs``): ``script`` (text: sent on stdin, or written to
+        ``upload_to`` over SFTP first so the cluster keeps a copy) or ``script_path`` (a path on the
+        cluster); ``sbatch_args``; ``environment``. Raises SlurmSubmitError (or the retryable
+        SlurmSubmitLimitError) with Slurm's reason when sbatch refuses.
         """
-        plan = commands.plan_submit(script, script_path, upload_to)
+        plan, command = commands.prepare_submit(**args)
         if plan.upload is not None:
-            self.write_text(plan.upload, str(script))
-        command = commands.sbatch(
-            script_path=plan.script_path, sbatch_args=sbatch_args, environment=environment
-        )
+            self.write_text(plan.upload, str(args.get("script")))
         result = self.run(command, stdin=plan.stdin, idempotent=False)
-        if result.exit_status != 0:
-            raise parsers.submit_error(command, result.exit_status, result.stdout, result.stderr)
-        job = parsers.parse_sbatch(result.stdout)
+        job = parsers.submitted_job(command, result.exit_status, result.stdout, result.stderr)
         log.info("[slurm %s] submitted on %s: %s", job, self.target, command)
         return job
 

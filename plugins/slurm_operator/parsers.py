@@ -96,6 +96,13 @@ def submit_error(command: str, exit_status: int, stdout: str, stderr: str) -> Sl
     return cls(f"sbatch {kind}: {reason}", command=command, exit_status=exit_status, stderr=stderr)
 
 
+def submitted_job(command: str, exit_status: int, stdout: str, stderr: str) -> str:
+    """The job id of an sbatch that succeeded; the submit error of one that did not."""
+    if exit_status != 0:
+        raise submit_error(command, exit_status, stdout, stderr)
+    return parse_sbatch(stdout)
+
+
 def _clean(value: str) -> str:
     value = value.strip()
     return "" if value in _EMPTY_VALUES else value

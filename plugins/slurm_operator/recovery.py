@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurm_operator import naming
-from slurm_operator.completion import HUNG, Attempt, Verdict, record_end
 from slurm_operator.hooks import SlurmHook
+from slurm_operator.ledger import Attempt, Ledger, Verdict
 from slurm_operator.records import JobRecord
-from slurm_operator.states import TERMINAL_STATES, SlurmState
+from slurm_operator.states import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -27,22 +27,12 @@ SUBMIT, WAIT, JUDGE = "submit", "wait", "judge"
 
 @dataclass(frozen=True)
 class TryStart:
-    """``action`` (SUBMIT, WAIT or JUDGE) on ``carry``, the history whose last attempt it concerns;
-    ``record``: the carry has a new attempt (re-attached by name) to record before waiting."""
+    """``action`` (SUBMIT, WAIT or JUDGE) on ``ledger``, the history whose current attempt it concerns;
+    ``record``: the ledger has a new attempt (re-attached by name) to record before waiting."""
 
     action: str
-    carry: dict[str, Any]
+    ledger: Ledger
     record: bool = False
-
-
-def new_carry(name: str) -> dict[str, Any]:
-    """An empty history: ``window`` is where the current try's budget starts (``completion.window``)."""
-    return {"name": name, "attempts": [], "baseline": None, "log_offset": 0, "window": 0}
-
-
-def next_number(carry: dict[str, Any]) -> int:
-    """The attempt number after the history's highest (the script copy claim may skip further)."""
-    return max((int(a["attempt"]) for a in carry["attempts"]), default=0) + 1
 
 
 def start_try(
@@ -52,23 +42,22 @@ def start_try(
     *,
     output_pattern: str,
     try_number: int | None,
-    probe: Callable[[], str | None],
+    probe: Callable[[SlurmHook], str | None],
 ) -> TryStart:
     """Decide from the stored history (None when the store lost or never had it) and the cluster.
 
     - the last attempt is unjudged and its job still active (or in a state nobody can classify):
       WAIT on it again (a previous try died or gave up waiting);
-    - it is unjudged and ended (or was recorded HUNG): JUDGE it now;
+    - it is unjudged and ended (or was recorded hung): JUDGE it now;
     - otherwise the new try starts its budget (``window``) and its progress baseline, and
       re-attaches to an active job of the task's name if there is one, else SUBMITs.
     """
-    history = stored if _is_history(stored, name) else None
+    history = Ledger.from_stored(stored, name)
     if history is not None:
-        history.setdefault("window", 0)
-        last = Attempt.from_dict(history["attempts"][-1])
-        if last.verdict is None and last.state == HUNG:
+        last = history.current
+        if last.verdict is None and last.hung is not None:
             return TryStart(JUDGE, history)  # cancelled as hung and recorded; the try died before judging
-        if last.verdict is None and SlurmState.parse(last.state) not in TERMINAL_STATES:
+        if last.verdict is None and last.state not in TERMINAL_STATES:
             record = hook.job_states([last.job_id]).records.get(last.job_id)
             if record is not None and record.state not in TERMINAL_STATES:
                 shown = record.raw_state or record.state.value
@@ -76,43 +65,39 @@ def start_try(
                 return TryStart(WAIT, history)
             if record is not None:
                 log.info("recorded Slurm job %s already ended %s", last.job_id, record.state.value)
-                record_end(history, record)
+                history.update_current(last.ended(record))
                 return TryStart(JUDGE, history)
         # A recorded terminal state without a verdict comes from before verdicts were recorded:
         # that try judged it (its only way to record a terminal state), like one with a verdict.
-    carry = history if history is not None else new_carry(name)
-    if not carry["attempts"] or carry["attempts"][-1].get("verdict") != Verdict.RESUBMIT.value:
+    ledger = history if history is not None else Ledger(name)
+    if not ledger.attempts or ledger.current.verdict is not Verdict.RESUBMIT:
         # The previous try ended (or there was none): this try gets a budget of its own. After a
         # "resubmit" the try died before submitting: it goes on within the same budget.
-        carry["window"] = len(carry["attempts"])
-        carry["baseline"] = probe()
-    carry["log_offset"] = 0
+        ledger.window = len(ledger.attempts)
+        ledger.baseline = probe(hook)
+    ledger.log_offset = 0
     active = hook.find_active_jobs(name)
     if not active:
-        return TryStart(SUBMIT, carry)
+        return TryStart(SUBMIT, ledger)
     if len(active) > 1:
         ids = ", ".join(r.job_id for r in active)
         log.warning("%d active jobs named %s: %s; attaching to the newest", len(active), name, ids)
     newest = max(active, key=_job_number)
-    if carry["attempts"] and carry["attempts"][-1]["job_id"] == newest.job_id:
-        return TryStart(WAIT, carry)  # the recorded job after all (accounting had not listed it)
+    if ledger.attempts and ledger.current.job_id == newest.job_id:
+        return TryStart(WAIT, ledger)  # the recorded job after all (accounting had not listed it)
     log.info("re-attaching to active Slurm job %s named %s (%s)", newest.job_id, name, newest.state.value)
     log_path = naming.resolve_output_path(output_pattern, newest.job_id, name)
     attempt = Attempt(
-        next_number(carry),
+        ledger.next_number(),
         newest.job_id,
         log_path,
         "",
-        state=newest.state.value,
+        state=newest.state,
         reattached=True,
         try_number=try_number,
     )
-    carry["attempts"].append(attempt.to_dict())
-    return TryStart(WAIT, carry, record=True)
-
-
-def _is_history(stored: Any, name: str) -> bool:
-    return isinstance(stored, dict) and bool(stored.get("attempts")) and stored.get("name") == name
+    ledger.add(attempt)
+    return TryStart(WAIT, ledger, record=True)
 
 
 def _job_number(record: JobRecord) -> int:

@@ -1,11 +1,10 @@
 """Where a job's log relay position outlives the trigger: an XCom of the deferred task instance.
 
 A restarted triggerer rebuilds a trigger from the kwargs stored at deferral time, so its
-``log_offset`` is the one of the deferral: everything relayed since would be relayed again. Airflow
-3.3.2 gives a running trigger no way to update its own kwargs, and its supervisor does not serve the
-``task_state_store``; it does serve the task instance's XComs (``GetXCom``/``SetXCom``, the same
-messages a task sends). So the position goes there, keyed by the job and its log, where a re-created
-trigger on this or any other triggerer of the same database finds it. A new try of the task starts
+``log_offset`` is the one of the deferral: everything relayed since would be relayed again. A
+running trigger can keep state only in its task instance's XComs (docs/slurm-operator.md
+#airflow-332-workarounds). So the position goes there, keyed by the job and its log, where a
+re-created trigger on this or any other triggerer of the same database finds it. A new try of the task starts
 with its XComs cleared, and that try's wait relays from its own deferral's offset again.
 """
 
@@ -16,6 +15,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from slurm_operator import airflow_internals
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +93,10 @@ class XComPositionStore:
         }
 
     async def load(self) -> RelayPosition | None:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return RelayPosition.from_value(await XCom.aget_one(**self._where()))
+        return RelayPosition.from_value(await airflow_internals.xcom_get(**self._where()))
 
     async def save(self, position: RelayPosition) -> None:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        # Answered by the supervisor only after the execution API has committed the row.
-        await XCom.aset(value=position.to_dict(), **self._where())
+        await airflow_internals.xcom_set(position.to_dict(), **self._where())
 
 
 def seed(ti: Any, position: RelayPosition) -> None:

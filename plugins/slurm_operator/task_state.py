@@ -7,6 +7,8 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from slurm_operator.ledger import Ledger
+
 STATE_KEY = "slurm_operator"  # task_state_store key; renaming it breaks re-attach of in-flight tasks
 XCOM_JOB_ID = "slurm_job_id"
 
@@ -16,15 +18,15 @@ def recorded_attempt(context: Context) -> tuple[str, str | None] | None:
     XCom job id alone)."""
     stored = state_get(context)
     if isinstance(stored, dict) and stored.get("attempts"):
-        last = stored["attempts"][-1]
-        return str(last["job_id"]), str(last["log_path"]) if last.get("log_path") else None
+        last = Ledger.from_dict(stored).current
+        return last.job_id, last.log_path or None
     ti = context["ti"]
     value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_JOB_ID, map_indexes=ti.map_index)
     return None if value is None else (str(value), None)
 
 
 def state_get(context: Context) -> Any:
-    """The carry (attempt history) a previous try stored, or None."""
+    """The ledger (as JSON) a previous try stored, or None."""
     store = context.get("task_state_store")
     if store is None:
         return None
@@ -34,15 +36,13 @@ def state_get(context: Context) -> Any:
         return None
 
 
-def state_set(context: Context, carry: dict[str, Any]) -> None:
-    """Store the carry (keys starting with ``_`` are in-memory only) for later tries."""
+def state_set(context: Context, ledger: Ledger) -> None:
+    """Store the ledger for later tries."""
     store = context.get("task_state_store")
     if store is None:
         return
     try:
-        store.set(
-            STATE_KEY, {k: v for k, v in carry.items() if not k.startswith("_")}, retention=timedelta(days=30)
-        )
+        store.set(STATE_KEY, ledger.to_dict(), retention=timedelta(days=30))
     except Exception as exc:
         log = context["ti"].log if hasattr(context["ti"], "log") else None
         if log is not None:

@@ -19,7 +19,7 @@ from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
 from slurm_operator.records import JobRecord
 from slurm_operator.relay_position import RelayBook, XComPositionStore
-from slurm_operator.states import SUCCEEDED_STATES, TERMINAL_STATES, SlurmState
+from slurm_operator.states import TERMINAL_STATES, SlurmState
 from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
@@ -54,11 +54,8 @@ class SlurmJobTrigger(BaseTrigger):
     :param missing_polls: authoritative polls that do not know the job before giving up.
     :param cancel_on_kill: scancel the job when a user marks the deferred task failed/success or clears it.
     :param carry: JSON the operator needs on resume, echoed in the event (dag.test() drops defer kwargs).
-    :param min_defer_seconds: the final event waits until the trigger has run this long. Airflow
-        3.3.2's scheduler marks a task failed ("state changed externally") when a trigger fires before
-        it has processed the deferring worker's exit: the resumed task is already QUEUED when the
-        late "success" of the deferral arrives. A job that ends within seconds (a typo in the script)
-        would hit that; waiting a few seconds costs nothing next to a Slurm job.
+    :param min_defer_seconds: the final event waits until the trigger has run this long (a
+        scheduler race of Airflow 3.3.2: docs/slurm-operator.md#airflow-332-workarounds).
     :param unknown_timeout: seconds the job may stay in a state the plugin cannot classify (UNKNOWN,
         or one a newer Slurm adds) before the wait ends with an error event; the job is left alone.
     :param progress_timeout: seconds without a change of the log or any of ``progress_paths``
@@ -118,7 +115,7 @@ class SlurmJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Yield exactly one final event: success, failure (with state and exit code), hung or error."""
+        """Yield exactly one final event: ended (what Slurm said; the operator judges it), hung or error."""
         started = time.monotonic()
         watch = self._watch()
         try:
@@ -166,12 +163,10 @@ class SlurmJobTrigger(BaseTrigger):
                 if relaying and record.state is not SlurmState.PENDING:
                     await self._relay_log(hook, book, final=terminal)
                 if terminal:
-                    ok = record.state in SUCCEEDED_STATES
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
-                    status = events.SUCCESS if ok else events.FAILURE
                     if relaying:
                         self.log.info("Slurm job %s: %s", self.job_id, book.summary())
-                    yield self._final(status, f"Slurm job {self.job_id} {ended}", record, book.offset)
+                    yield self._final(events.ENDED, f"Slurm job {self.job_id} {ended}", record, book.offset)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
                 if alarm is not None:

@@ -11,6 +11,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
+from slurm_operator.judgment import TaskLog
 from slurm_operator.parsers import complete_lines
 from slurm_operator.records import JobRecord
 from slurm_operator.states import TERMINAL_STATES, SlurmState
@@ -83,6 +84,16 @@ def wait_in_worker(
         if alarm is not None:
             raise AirflowException(f"Slurm job {spec.job_id} ({spec.log_path}): {alarm.message}")
         sleep(spec.poll_interval)
+
+
+def relay_lines(logger: TaskLog, job_id: str) -> Callable[[str], None]:
+    """Relay text into ``logger`` line by line, each prefixed ``[slurm <id>]``."""
+
+    def relay(text: str) -> None:
+        for line in text.splitlines():
+            logger.info("[slurm %s] %s", job_id, line)
+
+    return relay
 
 
 def _relay(hook: SlurmHook, path: str, offset: int, relay: Callable[[str], None], *, final: bool) -> int:

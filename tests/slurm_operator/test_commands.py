@@ -93,6 +93,17 @@ def test_plan_submit() -> None:
     assert commands.plan_submit(None, "/p.sh", None) == commands.SubmitPlan(None, "/p.sh", None)
 
 
+def test_prepare_submit_gives_both_hooks_the_plan_and_the_quoted_command() -> None:
+    plan, command = commands.prepare_submit(
+        script_path="/p q.sh", sbatch_args=["--time=1"], environment={"A": "x y"}
+    )
+    assert plan == commands.SubmitPlan(None, "/p q.sh", None)
+    assert command == commands.sbatch(
+        script_path="/p q.sh", sbatch_args=["--time=1"], environment={"A": "x y"}
+    )
+    assert "'/p q.sh'" in command
+
+
 def test_job_states_asks_scontrol_for_jobs_squeue_shows_finished(tmp_path: Path) -> None:
     # Fake Slurm commands on purpose: accounting lagging behind a job that just ended cannot be
     # produced on demand on the real cluster.

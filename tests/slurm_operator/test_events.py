@@ -11,7 +11,7 @@ from slurm_operator.events import EventSchemaError, SlurmEvent
 
 def test_round_trip_through_json() -> None:
     ev = SlurmEvent(
-        status=events.FAILURE,
+        status=events.ENDED,
         message="Slurm job 7 ended FAILED",
         job_id="7",
         slurm_state="FAILED",
@@ -39,3 +39,12 @@ def test_round_trip_through_json() -> None:
 def test_bad_payloads_name_the_key(payload: object, match: str) -> None:
     with pytest.raises(EventSchemaError, match=match):
         SlurmEvent.from_payload(payload)
+
+
+def test_resume_event_names_the_task_or_returns_the_event() -> None:
+    ev = SlurmEvent(status=events.ERROR, message="no answer")
+    assert events.resume_event(ev.to_payload(), "train") == ev
+    with pytest.raises(
+        EventSchemaError, match=r"^task train: malformed trigger event: event.status: 'progress'"
+    ):
+        events.resume_event({"status": "progress", "message": "m"}, "train")

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
-from slurm_operator.completion import HUNG, Attempt
+from slurm_operator import recovery
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
+from slurm_operator.ledger import HUNG, Attempt
 from slurm_operator.operators import SlurmOperator
 from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
@@ -140,7 +141,9 @@ class _RwStore(_Store):
 
 def _attempt(n: int, state: str = "RUNNING") -> dict[str, Any]:
     job = str(6 + n)
-    return Attempt(n, job, f"/r/a-{job}.out", "/s", state=state).to_dict()
+    return Attempt.from_dict(
+        {"attempt": n, "job_id": job, "log_path": f"/r/a-{job}.out", "script_path": "/s", "state": state}
+    ).to_dict()
 
 
 def _hung_event(attempts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,8 +163,8 @@ def test_a_hung_job_is_cancelled_recorded_hung_and_resubmitted(monkeypatch: pyte
     op, cluster = _op(), _Cluster()
     monkeypatch.setattr(op, "_hook", lambda: cluster)
     resubmitted: list[list[dict[str, Any]]] = []
-    monkeypatch.setattr(op, "_submit", lambda _c, _h, carry: resubmitted.append(list(carry["attempts"])))
-    monkeypatch.setattr(op, "_wait", lambda _c, _h, carry: carry["attempts"])
+    monkeypatch.setattr(op, "_submit", lambda _c, _h, ledger: resubmitted.append(ledger.results()))
+    monkeypatch.setattr(op, "_wait", lambda _c, _h, ledger: ledger.results())
     store = _RwStore(None)
     op.execute_complete({"task_state_store": store}, event=_hung_event([_attempt(1)]))  # type: ignore[arg-type]
     assert cluster.cancelled == ["7"]
@@ -200,12 +203,18 @@ def test_a_hung_job_that_cannot_be_cancelled_is_not_resubmitted(monkeypatch: pyt
 def test_the_retry_of_a_wait_that_gave_up_on_an_unknown_state_reattaches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    op, cluster = _op(), _Cluster()
+    cluster = _Cluster()
     cluster.records["7"] = JobRecord("7", "n", SlurmState.UNKNOWN, raw_state="LAUNCH_FAILED")
-    monkeypatch.setattr(op, "_name", lambda _c: "n")
-    carry = {"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0}
-    start = op._recover({"task_state_store": _Store(carry), "ti": None}, cluster)  # type: ignore[arg-type]
-    assert (start.action, start.carry) == ("wait", carry)
+    carry = {"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0, "window": 0}
+    start = recovery.start_try(
+        cluster,  # type: ignore[arg-type]
+        carry,
+        "n",
+        output_pattern="/r/a-%j.out",
+        try_number=None,
+        probe=lambda _hook: None,
+    )
+    assert (start.action, start.ledger.to_dict()) == ("wait", carry)
 
 
 class _Polls:

@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 from slurm_operator import commands, naming, parsers
-from slurm_operator.completion import Attempt, record_end
 from slurm_operator.exceptions import SlurmParseError
-from slurm_operator.records import JobRecord
-from slurm_operator.states import SlurmState
 
 
 def test_marked_scancel_is_one_sh_command_with_the_values_as_arguments() -> None:
@@ -98,15 +95,6 @@ def test_user_name_and_the_parsers_of_who_cancelled() -> None:
     assert parsers.parse_passwd_name("alice:x:1000:1000:Alice:/home/alice:/bin/bash\n") == "alice"
     assert parsers.parse_passwd_name("") is None
     assert parsers.parse_passwd_name(":x:1:1::/:/bin/sh") is None
-
-
-def test_record_end_keeps_sacct_s_own_words_when_they_say_more() -> None:
-    carry = {"attempts": [Attempt(1, "12", "/r/a-12.out", "/s").to_dict()]}
-    record_end(carry, JobRecord("12", "n", SlurmState.CANCELLED, exit_code=0, raw_state="CANCELLED by 1000"))
-    assert carry["attempts"][0]["state"] == "CANCELLED"
-    assert carry["attempts"][0]["extra"] == {"slurm_state": "CANCELLED by 1000"}
-    record_end(carry, JobRecord("12", "n", SlurmState.COMPLETED, exit_code=0, raw_state="COMPLETED"))
-    assert carry["attempts"][0]["extra"] == {"slurm_state": "CANCELLED by 1000"}  # unchanged, no noise
 
 
 def test_naming_of_copies_and_markers() -> None:

@@ -115,6 +115,16 @@ def test_parse_sbatch() -> None:
         parsers.parse_sbatch("Submitted batch job 42")
 
 
+def test_submitted_job_is_the_id_or_the_submit_error() -> None:
+    assert parsers.submitted_job("sbatch", 0, "42;c\n", "") == "42"
+    with pytest.raises(
+        SlurmSubmitError, match=r"^sbatch refused: Batch job submission failed: invalid account"
+    ):
+        parsers.submitted_job(
+            "sbatch", 1, "", "sbatch: error: Batch job submission failed: invalid account\n"
+        )
+
+
 def test_submit_errors() -> None:
     reason = "Invalid account or account/partition combination specified"
     err = parsers.submit_error(

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from slurm_operator import recovery
-from slurm_operator.completion import CANCELLED_BY_AIRFLOW, HUNG, Attempt, Verdict, decide, window
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
+from slurm_operator.ledger import CANCELLED_BY_AIRFLOW, HUNG, Attempt, Ledger, Verdict
 from slurm_operator.operators import SlurmOperator
 from slurm_operator.records import CommandResult, JobRecord, JobStates
+from slurm_operator.resubmission import decide
 from slurm_operator.states import SlurmState
 
 NAME = "af-d-train-0123456789"
@@ -23,8 +24,9 @@ NAME = "af-d-train-0123456789"
 
 def _attempt(n: int, state: str = "RUNNING", verdict: str | None = None, **kw: Any) -> dict[str, Any]:
     job = str(100 + n)
-    return Attempt(n, job, f"/r/{NAME}-{job}.out", f"/r/s.attempt{n:03d}.sbatch", state=state,
-                   verdict=verdict, **kw).to_dict()  # fmt: skip
+    return Attempt.from_dict({"attempt": n, "job_id": job, "log_path": f"/r/{NAME}-{job}.out",
+                              "script_path": f"/r/s.attempt{n:03d}.sbatch", "state": state,
+                              "verdict": verdict, **kw}).to_dict()  # fmt: skip
 
 
 def _carry(*attempts: dict[str, Any], window: int = 0) -> dict[str, Any]:
@@ -85,14 +87,20 @@ def _start(cluster: Cluster, stored: Any, probes: list[str] | None = None) -> re
         NAME,
         output_pattern=f"/r/{NAME}-%j.out",
         try_number=3,
-        probe=lambda: calls.append("probed") or "b1",  # type: ignore[func-returns-value]
+        probe=lambda _hook: calls.append("probed") or "b1",  # type: ignore[func-returns-value]
     )
 
 
 def test_nothing_recorded_and_nothing_active_submits_with_a_fresh_history() -> None:
     start = _start(Cluster(), None)
     assert start.action == recovery.SUBMIT
-    assert start.carry == {"name": NAME, "attempts": [], "baseline": "b1", "log_offset": 0, "window": 0}
+    assert start.ledger.to_dict() == {
+        "name": NAME,
+        "attempts": [],
+        "baseline": "b1",
+        "log_offset": 0,
+        "window": 0,
+    }
 
 
 def test_an_unjudged_attempt_whose_job_runs_is_waited_on_again() -> None:
@@ -100,7 +108,7 @@ def test_an_unjudged_attempt_whose_job_runs_is_waited_on_again() -> None:
     cluster.records["101"] = JobRecord("101", NAME, SlurmState.RUNNING)
     stored = _carry(_attempt(1))
     start = _start(cluster, stored)
-    assert (start.action, start.carry, start.record) == (recovery.WAIT, stored, False)
+    assert (start.action, start.ledger.to_dict(), start.record) == (recovery.WAIT, stored, False)
 
 
 def test_an_unjudged_attempt_whose_job_ended_is_judged_with_sacct_s_words() -> None:
@@ -108,7 +116,7 @@ def test_an_unjudged_attempt_whose_job_ended_is_judged_with_sacct_s_words() -> N
     cluster.records["101"] = JobRecord("101", NAME, SlurmState.CANCELLED, raw_state="CANCELLED by 0")
     start = _start(cluster, _carry(_attempt(1)))
     assert start.action == recovery.JUDGE
-    last = start.carry["attempts"][-1]
+    last = start.ledger.to_dict()["attempts"][-1]
     assert (last["state"], last["extra"]) == ("CANCELLED", {"slurm_state": "CANCELLED by 0"})
 
 
@@ -126,22 +134,31 @@ def test_after_a_judged_end_the_next_try_submits_with_its_own_budget_and_the_his
     stored = _carry(_attempt(1, "TIMEOUT", "resubmit"), _attempt(2, "FAILED", verdict))
     start = _start(Cluster(), stored, probes)
     assert start.action == recovery.SUBMIT
-    assert [a["attempt"] for a in start.carry["attempts"]] == [1, 2]
-    assert (start.carry["window"], start.carry["baseline"], start.carry["log_offset"]) == (2, "b1", 0)
+    assert [a["attempt"] for a in start.ledger.to_dict()["attempts"]] == [1, 2]
+    assert (
+        start.ledger.to_dict()["window"],
+        start.ledger.to_dict()["baseline"],
+        start.ledger.to_dict()["log_offset"],
+    ) == (2, "b1", 0)
     assert probes == ["probed"]
-    assert recovery.next_number(start.carry) == 3
+    assert start.ledger.next_number() == 3
 
 
 def test_a_try_that_died_between_resubmit_and_submit_goes_on_within_the_same_budget() -> None:
     probes: list[str] = []
     start = _start(Cluster(), _carry(_attempt(1, "TIMEOUT", "resubmit"), window=0), probes)
-    assert (start.action, start.carry["window"], start.carry["baseline"], probes) == ("submit", 0, "b0", [])
+    assert (start.action, start.ledger.to_dict()["window"], start.ledger.to_dict()["baseline"], probes) == (
+        "submit",
+        0,
+        "b0",
+        [],
+    )
 
 
 def test_another_task_instance_s_history_is_not_used() -> None:
     stored = {**_carry(_attempt(1, "FAILED", "fail")), "name": "af-other-0123456789"}
     start = _start(Cluster(), stored)
-    assert (start.action, start.carry["attempts"]) == (recovery.SUBMIT, [])
+    assert (start.action, start.ledger.to_dict()["attempts"]) == (recovery.SUBMIT, [])
 
 
 def test_an_active_job_of_the_name_is_re_attached_numbered_after_the_history() -> None:
@@ -149,26 +166,22 @@ def test_an_active_job_of_the_name_is_re_attached_numbered_after_the_history() -
     cluster.active = [JobRecord("150", NAME, SlurmState.PENDING), JobRecord("151", NAME, SlurmState.RUNNING)]
     start = _start(cluster, _carry(_attempt(1, "FAILED", "fail")))
     assert (start.action, start.record) == (recovery.WAIT, True)
-    new = start.carry["attempts"][-1]
+    new = start.ledger.to_dict()["attempts"][-1]
     assert (new["attempt"], new["job_id"], new["reattached"], new["try_number"]) == (2, "151", True, 3)
     assert new["log_path"] == f"/r/{NAME}-151.out"
 
 
 def test_the_budget_window_and_an_own_cancel_in_decide() -> None:
     carry = _carry(_attempt(1, "FAILED", "fail"), _attempt(2, "TIMEOUT", "resubmit"), _attempt(3), window=1)
-    assert [a.attempt for a in window(carry)] == [2, 3]
-    own = Attempt(3, "103", "/l", "/s", state="CANCELLED", extra={CANCELLED_BY_AIRFLOW: "on_kill: stop"})
-    decision = decide(
-        SlurmState.CANCELLED, [own], completion_ok=None, max_attempts=5, max_attempts_without_progress=2
-    )
+    assert [a.attempt for a in Ledger.from_dict(carry).budget()] == [2, 3]
+    own = Attempt(3, "103", "/l", "/s", state=SlurmState.CANCELLED, cancelled_by_airflow="on_kill: stop")
+    decision = decide([own], completion_ok=None, max_attempts=5, max_attempts_without_progress=2)
     assert (decision.verdict, decision.reason) == (
         Verdict.RESUBMIT,
         "job was cancelled by Airflow in an earlier try (on_kill: stop)",
     )
-    outside = Attempt(3, "103", "/l", "/s", state="CANCELLED")
-    decision = decide(
-        SlurmState.CANCELLED, [outside], completion_ok=None, max_attempts=5, max_attempts_without_progress=2
-    )
+    outside = Attempt(3, "103", "/l", "/s", state=SlurmState.CANCELLED)
+    decision = decide([outside], completion_ok=None, max_attempts=5, max_attempts_without_progress=2)
     assert decision.verdict is Verdict.FAIL
 
 
@@ -198,7 +211,7 @@ class TI:
 def _cancelled_event(raw: str = "CANCELLED by 0") -> dict[str, Any]:
     record = JobRecord("101", NAME, SlurmState.CANCELLED, exit_code=0, raw_state=raw)
     return SlurmEvent(
-        status="failure",
+        status="ended",
         message="Slurm job 101 ended CANCELLED (exit code 0)",
         job_id="101",
         slurm_state="CANCELLED",
@@ -213,7 +226,9 @@ def _judge(
     op = SlurmOperator(task_id="train", ssh_conn_id="c", script="#!/bin/bash\n", remote_dir="/r", retries=3)
     monkeypatch.setattr(op, "_hook", lambda: cluster)
     waited: list[Any] = []
-    monkeypatch.setattr(op, "_wait", lambda _c, _h, carry: waited.append(carry) or carry["attempts"])
+    monkeypatch.setattr(
+        op, "_wait", lambda _c, _h, ledger: waited.append(ledger.to_dict()) or ledger.results()
+    )
     store = Store()
     op.execute_complete({"task_state_store": store, "ti": TI()}, event=event)  # type: ignore[arg-type]
     return store, waited

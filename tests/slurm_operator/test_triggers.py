@@ -119,7 +119,7 @@ async def test_job_trigger_relays_log_lines_and_yields_one_final_event(
     evs = await _events(SlurmJobTrigger(**JOB_KWARGS))
     assert len(evs) == 1
     ev = evs[0]
-    assert (ev.status, ev.job_id, ev.slurm_state, ev.exit_code) == (events.FAILURE, "42", "FAILED", 3)
+    assert (ev.status, ev.job_id, ev.slurm_state, ev.exit_code) == (events.ENDED, "42", "FAILED", 3)
     assert ev.log_offset == len("skip\nstep 1\nstep 2\nhalf")
     assert ev.carry == JOB_KWARGS["carry"]
     assert ev.record is not None
@@ -139,7 +139,8 @@ async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeCluster) -> N
 async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
     cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A job that ends at once must not fire before the scheduler processed the deferral (3.3.2 race)."""
+    """A job that ends at once must not fire before the scheduler processed the deferral (3.3.2 race,
+    docs/slurm-operator.md#airflow-332-workarounds)."""
     cluster.states = [{"42": SlurmState.COMPLETED}]
     waits: list[float] = []
     real_sleep = triggers.asyncio.sleep
@@ -150,7 +151,7 @@ async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
 
     monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "min_defer_seconds": 30.0}))
-    assert ev.status == events.SUCCESS
+    assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
     assert len(waits) == 1
     assert 29.0 < waits[0] <= 30.0
 
@@ -203,12 +204,12 @@ async def test_a_quiet_job_whose_progress_file_moved_is_not_hung(cluster: FakeCl
     cluster.started, cluster.clock = 1000.0, 1060.0
     cluster.mtimes = {"/r/job-42.out": 1000.0, "/r/ckpt/latest_checkpointed_iteration.txt": 1050.0}
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False}))
-    assert ev.status == events.SUCCESS
+    assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
 
 
 async def test_without_progress_timeout_nothing_is_statted(cluster: FakeCluster) -> None:
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.started, cluster.clock = 1000.0, 9000.0
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
-    assert ev.status == events.SUCCESS
+    assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
     assert cluster.watched == [[], []]

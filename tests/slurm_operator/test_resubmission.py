@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from slurm_operator.completion import (
-    HUNG,
-    Attempt,
-    Verdict,
-    completion_command_says_done,
-    completion_regex_matches,
-    decide,
-)
+from slurm_operator.ledger import HUNG, Attempt, Verdict
+from slurm_operator.resubmission import completion_command_says_done, completion_regex_matches, decide
 from slurm_operator.states import SlurmState
 
 
@@ -19,9 +15,11 @@ def _attempts(*progress: str | None) -> list[Attempt]:
 
 
 def _decide(state: SlurmState, attempts: list[Attempt], **kw: object) -> tuple[Verdict, str]:
+    """The policy's answer for ``attempts`` whose last one ended in ``state``."""
     args: dict[str, object] = {"completion_ok": None, "max_attempts": 10, "max_attempts_without_progress": 3}
     args.update(kw)
-    d = decide(state, attempts, **args)  # type: ignore[arg-type]
+    ended = [*attempts[:-1], replace(attempts[-1], state=state)]
+    d = decide(ended, **args)  # type: ignore[arg-type]
     return d.verdict, d.reason
 
 
@@ -80,16 +78,9 @@ def test_completion_checks() -> None:
     assert not completion_command_says_done("10")
 
 
-def test_attempt_round_trip() -> None:
-    a = Attempt(2, "7", "/l/7.out", "/s/a.sbatch", state="TIMEOUT", exit_code=0, alloc_tres="cpu=1")
-    assert Attempt.from_dict(a.to_dict()) == a
-    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
-        Attempt.from_dict({**a.to_dict(), "bogus": 1})
-
-
 def _hung(attempts: list[Attempt], *which: int) -> list[Attempt]:
     """The attempts with those (1-based) numbers recorded HUNG, as the operator records them."""
-    return [Attempt(**{**a.to_dict(), "state": HUNG}) if a.attempt in which else a for a in attempts]
+    return [Attempt.from_dict({**a.to_dict(), "state": HUNG}) if a.attempt in which else a for a in attempts]
 
 
 def test_a_hung_attempt_is_resubmitted_whatever_slurm_says_of_the_cancelled_job() -> None:

@@ -1,0 +1,40 @@
+"""The private Airflow API the Slurm plugin relies on, in one place (pinned by its test).
+
+Airflow 3.3.2 has no public API for either need:
+
+- a deferral that timed out resumes into ``resume_execution`` with the sentinel method name
+  ``TRIGGER_FAIL_REPR`` and a ``TriggerFailureReason`` in its kwargs; telling a timeout from a
+  trigger failure (the job is cancelled on the first only) means comparing with both;
+- a running trigger cannot update its own kwargs, and its supervisor does not serve the
+  ``task_state_store``; it does serve the task instance's XComs through the task SDK's ``XCom``
+  client (``relay_position`` keeps the log relay position there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+
+__all__ = ["TRIGGER_FAIL_REPR", "TriggerFailureReason", "deferral_timed_out", "xcom_get", "xcom_set"]
+
+
+def deferral_timed_out(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
+    """True when ``resume_execution`` was called because the deferral's timeout passed."""
+    timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
+    return next_method == TRIGGER_FAIL_REPR and timed_out
+
+
+async def xcom_get(*, key: str, dag_id: str, task_id: str, run_id: str, map_index: int) -> Any:
+    """One XCom of a task instance, read through the triggerer's supervisor (None when absent)."""
+    # Imported here: the module is the task SDK's client, which only a running task or trigger has.
+    from airflow.sdk.execution_time.xcom import XCom
+
+    return await XCom.aget_one(key=key, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index)
+
+
+async def xcom_set(value: Any, *, key: str, dag_id: str, task_id: str, run_id: str, map_index: int) -> None:
+    """Write one XCom of a task instance; returns once the execution API has committed the row."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    await XCom.aset(key=key, value=value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index)
