@@ -13,7 +13,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from slurm_operator import events
 from slurm_operator.async_hook import AsyncSlurmHook
-from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.path_triggers import PathCondition, RemotePathTrigger
 
@@ -100,10 +99,7 @@ class RemotePathSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> Any:
         """The result of the success event; any other event fails the task with its message."""
-        try:
-            ev = SlurmEvent.from_payload(event)
-        except EventSchemaError as exc:
-            raise AirflowException(f"task {self.task_id}: malformed trigger event: {exc}") from None
+        ev = events.resume_event(event, self.task_id)  # malformed: fails the task with its message
         if ev.status != events.SUCCESS:
             raise AirflowException(f"task {self.task_id}: {ev.message}")
         return self.result(ev.data)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from slurm_operator import events
-from slurm_operator.events import EventSchemaError, SlurmEvent
 from slurm_operator.operators import SlurmOperator
 from slurm_operator.triggers import SlurmJobTrigger
 
@@ -82,23 +81,14 @@ class CampaignSlurmOperator(SlurmOperator):
             context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
         )
 
-    def defer(
-        self,
-        *,
-        trigger: Any,
-        method_name: str,
-        kwargs: dict[str, Any] | None = None,
-        timeout: timedelta | int | float | None = None,
-    ) -> NoReturn:
-        """Wait on a CampaignJobTrigger: clearing the task keeps its job for the re-attach, stopping it
+    def make_job_trigger(self, **kwargs: Any) -> SlurmJobTrigger:
+        """A CampaignJobTrigger: clearing the task keeps its job for the re-attach, stopping it
         cancels the job and leaves the stop marker for the waits."""
-        if type(trigger) is SlurmJobTrigger:
-            run_id = getattr(self, "_run_id", None)
-            stopped = (
-                outcome_path(self.state_dir, run_id, self.phase, STOPPED) if self.state_dir and run_id else ""
-            )
-            trigger = CampaignJobTrigger(**trigger.serialize()[1], stopped_path=stopped)
-        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+        run_id = getattr(self, "_run_id", None)
+        stopped = ""
+        if self.state_dir and run_id:
+            stopped = outcome_path(self.state_dir, run_id, self.phase, STOPPED)
+        return CampaignJobTrigger(**kwargs, stopped_path=stopped)
 
     def _marker(self, context: Context, outcome: str) -> str:
         return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)
@@ -195,10 +185,7 @@ class CheckpointWait(BaseOperator):
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[int]:
         """Return the complete iterations; an ended training is a failure without retries."""
-        try:
-            ev = SlurmEvent.from_payload(event)
-        except EventSchemaError as exc:
-            raise AirflowException(f"task {self.task_id}: malformed trigger event: {exc}") from None
+        ev = events.resume_event(event, self.task_id)  # malformed: fails the task with its message
         if ev.status == events.SUCCESS:
             return [int(i) for i in ev.data.get("iterations", [])]
         if ev.data.get("training_ended"):
