@@ -142,7 +142,7 @@ def train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
         notes.append(
             f"{phase.key}: CONVERT_EVAL start_condition_cmd is replaced by a checkpoint sensor per iteration"
         )
-    return run_layout.all_say_one(checks), notes
+    return run_layout.done_when_all_done(checks), notes
 
 
 def _poll_interval(phase: PhasePlan, settings: AirflowSettings) -> float:

@@ -131,7 +131,7 @@ def marker_exists(run_dir: str, iteration: int) -> str:
     return f"if [ -e {marker} ] && [ -s {results} ]; then echo 1; else echo 0; fi"
 
 
-def all_say_one(commands: list[str]) -> str:
+def done_when_all_done(commands: list[str]) -> str:
     """Print 1 only when every command prints 1 (each run by its own bash, so any syntax is safe)."""
     if len(commands) == 1:
         return commands[0]

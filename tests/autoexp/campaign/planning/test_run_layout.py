@@ -65,5 +65,5 @@ def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
     Path(run_layout.results_path(run, 40)).parent.mkdir(parents=True)
     Path(run_layout.results_path(run, 40)).write_text("{}")
     assert sh(run_layout.marker_exists(run, 40)) == "1"
-    assert sh(run_layout.all_say_one([run_layout.marker_exists(run, 40), "echo 0"])) == "0"
-    assert sh(run_layout.all_say_one([run_layout.marker_exists(run, 40), "echo 1"])) == "1"
+    assert sh(run_layout.done_when_all_done([run_layout.marker_exists(run, 40), "echo 0"])) == "0"
+    assert sh(run_layout.done_when_all_done([run_layout.marker_exists(run, 40), "echo 1"])) == "1"
