@@ -21,7 +21,6 @@ from autoexp.campaign.dags.operators import (
     ReportOperator,
     StageOperator,
 )
-from autoexp.campaign.planning.cache import config_errors, load_plans
 from autoexp.campaign.planning.checkout import HELPERS_DIR
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md
@@ -33,6 +32,7 @@ from autoexp.campaign.planning.dag_plan import (
     WaitPlan,
     plan_dag,
 )
+from autoexp.campaign.planning.plan import config_errors, load_plans
 from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)

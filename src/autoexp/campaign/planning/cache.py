@@ -1,4 +1,4 @@
-"""Config file -> experiment plans, through an expansion cache stored per content hash (no Airflow).
+"""Expansion cache: what the factory needs of a config's jobs, stored per content hash (parse-time cost).
 
 The DAG processor re-parses every DAG file every 30 s, and each parse expands the whole grid again
 (about 0.6 s for the 1080 jobs of config/scaling_exps.yaml, more than the 0.5 s parse budget). The
@@ -18,12 +18,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autoexp.campaign.planning.checkout import ensure_default_env
 from autoexp.campaign.planning.config_source import env_names
-from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PlanError, plan_campaign
-from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError, parse_settings
+from autoexp.campaign.planning.settings import AirflowSettings, Keys
+
+if TYPE_CHECKING:  # a cache hit never imports the config engine
+    from autoexp.config.job import Job
 
 log = logging.getLogger(__name__)
 CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
@@ -49,39 +50,6 @@ class SlimJob:
     def origin(self, var: str) -> str:
         # Only configs that planned cleanly are cached, so no error message needs a line number.
         raise KeyError(var)
-
-
-def load_plans(
-    config_path: str | Path, overrides: Sequence[str] = ()
-) -> tuple[list[ExperimentPlan], AirflowSettings]:
-    """Load, expand and plan one config (through the expansion cache); raises ConfigError, SettingsError,
-    PlanError or OSError."""
-    ensure_default_env()
-    path = Path(config_path).absolute()
-    folder = cache_dir()
-    key = cache_key(path.read_bytes(), overrides, path) if folder is not None else ""
-    hit = load(key, folder)
-    if hit is not None:
-        raw, slim_jobs = hit
-        settings = parse_settings(raw, path)
-        return plan_campaign(slim_jobs, settings), settings
-    from autoexp.config import expand, load_config  # only a miss pays for importing the engine
-
-    config = load_config(path, overrides)
-    settings = parse_settings(config.airflow, path)
-    jobs = expand(config)
-    plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
-    if folder is not None:
-        store(key, folder, config.airflow, slim(jobs, settings))
-    return plans, settings
-
-
-def config_errors() -> tuple[type[Exception], ...]:
-    """What a broken config raises. A cache hit never imports the config engine (20 ms of a fresh
-    DAG processor's parse), so neither does this until an exception is matched."""
-    from autoexp.config import ConfigError
-
-    return (ConfigError, SettingsError, PlanError, OSError)
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
@@ -124,7 +92,7 @@ def _variables(keys: Keys) -> frozenset[str]:
     return frozenset(getattr(keys, f.name) for f in fields(Keys))
 
 
-def slim(jobs: Sequence[JobLike], settings: AirflowSettings) -> list[SlimJob]:
+def slim(jobs: Sequence[Job], settings: AirflowSettings) -> list[SlimJob]:
     """Jobs reduced to what the factory reads: every variable of pretraining's TRAIN job, the role
     variables of the others."""
     keys = settings.keys
