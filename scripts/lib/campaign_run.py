@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
     args = parser.parse_args(argv)
 
-    from autoexp.campaign.planning.loading import config_errors, load_plans
+    from autoexp.campaign.planning.plan import config_errors, load_plans
 
     try:
         plans, _ = load_plans(args.config)

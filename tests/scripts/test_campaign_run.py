@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from autoexp.campaign.planning.loading import load_plans
+from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.scripts import REPO
 
 

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from autoexp.config.errors import ConfigError
-from autoexp.config.grid import GridExpander, flatten
+from autoexp.config.grid import expand_grid
 from autoexp.config.job import DEFAULT_CHECK_INTERVAL_SECS, MANDATORY_KEYS, Job
 from autoexp.config.loader import Config
 from autoexp.config.substitute import SubstitutionError, resolve
@@ -23,12 +23,10 @@ def expand(config: Config) -> list[Job]:
 def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
     """The jobs, and the keys whose values are lists (the grid's axes) in document order."""
     file = config.display_path()
-    expander = GridExpander(config.locate)
-    assignments = expander.expand(config.root)
+    points, axes = expand_grid(config.root, config.locate)
     jobs: list[Job] = []
     templates: dict[str, Path] = {}
-    for index, assignment in enumerate(assignments):
-        params, lines = flatten(assignment)
+    for index, (params, lines) in enumerate(points):
         _check_mandatory(params, file)
         try:
             resolve(params)
@@ -37,7 +35,7 @@ def expand_with_axes(config: Config) -> tuple[list[Job], list[str]]:
             raise ConfigError(where, line, exc.var, f"{exc.message} (job #{index + 1})") from None
         jobs.append(_make_job(config, file, index, params, lines, templates))
     _check_unique_names(jobs, file)
-    return jobs, list(expander.axes)
+    return jobs, axes
 
 
 def _make_job(

@@ -35,6 +35,14 @@ class Leaf:
 
 
 Assignment = tuple[Leaf, ...]
+Point = tuple[dict[str, Scalar], dict[str, int]]  # one job's flat params and each one's line
+
+
+def expand_grid(root: YNode, locate: Callable[[int], tuple[str, int]]) -> tuple[list[Point], list[str]]:
+    """Every point of the grid, first YAML key varying slowest, and the grid's axes (the keys whose
+    values are lists) in document order; ``locate`` turns a node line into an error's place."""
+    expander = GridExpander(locate)
+    return [flatten(a) for a in expander.expand(root)], list(expander.axes)
 
 
 class GridExpander:
@@ -118,7 +126,7 @@ def _prefix(key: str, key_line: int, assignment: Assignment) -> Assignment:
     )
 
 
-def flatten(assignment: Assignment) -> tuple[dict[str, Scalar], dict[str, int]]:
+def flatten(assignment: Assignment) -> Point:
     """AutoExperiment's flat namespace: each key takes the next key as value, the last key the leaf.
 
     A later assignment to a name overrides an earlier one (document order), but the name keeps the

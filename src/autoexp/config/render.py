@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from autoexp.config.errors import ConfigError
-from autoexp.config.fields import field_names, head_name, unsafe_field
 from autoexp.config.job import Job
-from autoexp.config.substitute import close_matches
+from autoexp.config.substitute import close_matches, field_names, head_name, unsafe_field
 
 _TEMPLATE_CACHE: dict[tuple[Path, int, int], str] = {}
 

@@ -32,7 +32,7 @@ from autoexp.campaign.planning.dag_plan import (
     WaitPlan,
     plan_dag,
 )
-from autoexp.campaign.planning.loading import config_errors, load_plans
+from autoexp.campaign.planning.plan import config_errors, load_plans
 from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)

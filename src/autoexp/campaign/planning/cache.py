@@ -18,11 +18,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoexp.campaign.planning.config_source import env_names
-from autoexp.campaign.planning.plan import JobLike
 from autoexp.campaign.planning.settings import AirflowSettings, Keys
+
+if TYPE_CHECKING:  # a cache hit never imports the config engine
+    from autoexp.config.job import Job
 
 log = logging.getLogger(__name__)
 CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
@@ -90,7 +92,7 @@ def _variables(keys: Keys) -> frozenset[str]:
     return frozenset(getattr(keys, f.name) for f in fields(Keys))
 
 
-def slim(jobs: Sequence[JobLike], settings: AirflowSettings) -> list[SlimJob]:
+def slim(jobs: Sequence[Job], settings: AirflowSettings) -> list[SlimJob]:
     """Jobs reduced to what the factory reads: every variable of pretraining's TRAIN job, the role
     variables of the others."""
     keys = settings.keys

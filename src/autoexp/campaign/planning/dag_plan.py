@@ -127,7 +127,6 @@ def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:
 
 def train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
     """Done = the tracker reached TRAIN_ITERS, and the YAML's own check where it still works."""
-    checks = [run_layout.tracker_reached(phase.checkpoint_dir, phase.train_iters)]
     notes: list[str] = []
     cmd = phase.train.termination_cmd
     if cmd and phase.train.output_file and phase.train.output_file in cmd:
@@ -136,13 +135,12 @@ def train_completion(phase: PhasePlan) -> tuple[str, list[str]]:
             f"{phase.key}: termination_cmd greps {phase.train.output_file}; replaced by the checkpoint "
             f"tracker reaching {phase.train_iters} (logs are per attempt)"
         )
-    elif cmd:
-        checks.append(cmd)
+        cmd = ""
     if phase.convert is not None and phase.convert.start_condition_cmd:
         notes.append(
             f"{phase.key}: CONVERT_EVAL start_condition_cmd is replaced by a checkpoint sensor per iteration"
         )
-    return run_layout.done_when_all_done(checks), notes
+    return run_layout.training_done(phase.checkpoint_dir, phase.train_iters, also=cmd), notes
 
 
 def _poll_interval(phase: PhasePlan, settings: AirflowSettings) -> float:

@@ -1,4 +1,5 @@
-"""Pure planner: expanded jobs -> experiments -> phases, cooldown branches and expected checkpoints."""
+"""Pure planner: a config file (through the expansion cache) or its expanded jobs -> experiments ->
+phases, cooldown branches and expected checkpoints."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.settings import AirflowSettings, Keys
+from autoexp.campaign.planning import cache, run_layout
+from autoexp.campaign.planning.checkout import ensure_default_env
+from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError, parse_settings
 
 PRETRAIN = "pretrain"
 
@@ -335,3 +337,36 @@ def plan_campaign(jobs: Sequence[JobLike], settings: AirflowSettings) -> list[Ex
             )
         by_id[plan.dag_id] = plan.name
     return plans
+
+
+def load_plans(
+    config_path: str | Path, overrides: Sequence[str] = ()
+) -> tuple[list[ExperimentPlan], AirflowSettings]:
+    """Load, expand and plan one config (through the expansion cache); raises ConfigError, SettingsError,
+    PlanError or OSError."""
+    ensure_default_env()
+    path = Path(config_path).absolute()
+    folder = cache.cache_dir()
+    key = cache.cache_key(path.read_bytes(), overrides, path) if folder is not None else ""
+    hit = cache.load(key, folder)
+    if hit is not None:
+        raw, slim_jobs = hit
+        settings = parse_settings(raw, path)
+        return plan_campaign(slim_jobs, settings), settings
+    from autoexp.config import expand, load_config  # only a miss pays for importing the engine
+
+    config = load_config(path, overrides)
+    settings = parse_settings(config.airflow, path)
+    jobs = expand(config)
+    plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
+    if folder is not None:
+        cache.store(key, folder, config.airflow, cache.slim(jobs, settings))
+    return plans, settings
+
+
+def config_errors() -> tuple[type[Exception], ...]:
+    """What a broken config raises. A cache hit never imports the config engine (20 ms of a fresh
+    DAG processor's parse), so neither does this until an exception is matched."""
+    from autoexp.config import ConfigError
+
+    return (ConfigError, SettingsError, PlanError, OSError)

@@ -122,6 +122,12 @@ def tracker_reached(checkpoints: str, iteration: int) -> str:
     )
 
 
+def training_done(checkpoints: str, train_iters: int, also: str = "") -> str:
+    """Print 1 when the tracker reached ``train_iters`` and ``also`` (the YAML's own check, if any)
+    prints 1, else 0: a training's completion command."""
+    return done_when_all_done([tracker_reached(checkpoints, train_iters), *([also] if also else [])])
+
+
 def marker_exists(run_dir: str, iteration: int) -> str:
     """Print 1 when the checkpoint's done marker and its results exist, else 0."""
     marker, results = (

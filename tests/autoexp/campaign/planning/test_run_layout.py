@@ -67,3 +67,8 @@ def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
     assert sh(run_layout.marker_exists(run, 40)) == "1"
     assert sh(run_layout.done_when_all_done([run_layout.marker_exists(run, 40), "echo 0"])) == "0"
     assert sh(run_layout.done_when_all_done([run_layout.marker_exists(run, 40), "echo 1"])) == "1"
+    # A training is done when the tracker reached TRAIN_ITERS and the YAML's own check (if any) agrees.
+    assert run_layout.training_done(str(ckpt), 40) == run_layout.tracker_reached(str(ckpt), 40)
+    assert sh(run_layout.training_done(str(ckpt), 40, also="echo 1")) == "1"
+    assert sh(run_layout.training_done(str(ckpt), 40, also="echo 0")) == "0"
+    assert sh(run_layout.training_done(str(ckpt), 41, also="echo 1")) == "0"
