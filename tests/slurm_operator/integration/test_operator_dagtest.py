@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -156,17 +158,33 @@ def test_a_job_that_always_hangs_fails_the_task_at_the_no_progress_cap(
 
 
 def test_reattaches_to_an_active_job_of_the_same_name_instead_of_submitting(
-    slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path
+    slurm_cluster: LocalCluster, airflow_env: AirflowEnv, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An earlier try submitted the job and died before recording anything but the name (the
     worker was killed right after sbatch): the new try finds the job by name and waits for it."""
     name = f"reattach-{uuid.uuid4().hex[:8]}"
     (tmp_path / "run").mkdir()
+    release = tmp_path / "release"
+    # The earlier job runs until the new try has re-attached (a fixed sleep ends before dag.test
+    # starts on a loaded machine), 120 s at most.
+    wait = f"for i in $(seq 240); do [ -e {release} ] && break; sleep 0.5; done"
+    script = f"#!/bin/bash\n{wait}\necho from the earlier try\n"
     with SlurmHook(slurm_cluster.conn_id) as hook:
         earlier = hook.submit(
-            script="#!/bin/bash\nsleep 3\necho from the earlier try\n",
+            script=script,
             sbatch_args=[f"--job-name={name}", f"--output={tmp_path}/run/{name}-%j.out"],
         )
+    caplog.set_level(logging.INFO, logger="slurm_operator.recovery")
+
+    def release_once_reattached() -> None:
+        deadline = time.monotonic() + 120
+        while (
+            f"re-attaching to active Slurm job {earlier}" not in caplog.text and time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+        release.touch()
+
+    threading.Thread(target=release_once_reattached, daemon=True).start()
     run = run_dag_test(_dag("so_reattach", slurm_cluster, tmp_path, "#!/bin/bash\nexit 9\n", job_name=name))
     (attempt,) = _attempts(run)
     assert (attempt["job_id"], attempt["state"], attempt["reattached"]) == (earlier, "COMPLETED", True)
