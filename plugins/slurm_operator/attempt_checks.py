@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt
+from slurm_operator.records import Attempt
 from slurm_operator.resubmission import completion_command_says_done, completion_regex_matches
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from slurm_operator import commands, naming, parsers
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger
 from slurm_operator.naming import HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
+from slurm_operator.records import Attempt, Ledger
 
 __all__ = ["HUNG_REASON", "ON_KILL_REASON", "TIMEOUT_REASON", "CancelOrigin", "cancel_ours", "note_cancel"]
 

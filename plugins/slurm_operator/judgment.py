@@ -10,8 +10,7 @@ from slurm_operator import cancels
 from slurm_operator.attempt_checks import TAIL_LINES, log_tail, probe_progress
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger, Verdict
-from slurm_operator.records import JobRecord
+from slurm_operator.records import Attempt, JobRecord, Ledger, Verdict
 from slurm_operator.resubmission import Decision, decide
 from slurm_operator.states import SlurmState
 

@@ -14,8 +14,7 @@ from slurm_operator.attempt_checks import CompletionCheck, completion_ok, probe_
 from slurm_operator.events import EventSchemaError
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger, Verdict
-from slurm_operator.records import JobRecord
+from slurm_operator.records import Attempt, JobRecord, Ledger, Verdict
 from slurm_operator.relay_position import RelayPosition, seed
 from slurm_operator.submission import SubmitFailed, submit_attempt
 from slurm_operator.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurm_operator.ledger import Attempt, Verdict
+from slurm_operator.records import Attempt, Verdict
 from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
 
 

@@ -10,7 +10,7 @@ from slurm_operator import commands, naming
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.judgment import TaskLog
-from slurm_operator.ledger import Attempt
+from slurm_operator.records import Attempt
 
 
 class SubmitFailed(SlurmError):

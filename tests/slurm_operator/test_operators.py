@@ -9,9 +9,8 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator import recovery
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.ledger import HUNG, Attempt
 from slurm_operator.operators import SlurmOperator
-from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.records import HUNG, Attempt, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger
 from slurm_operator.worker_wait import wait_in_worker

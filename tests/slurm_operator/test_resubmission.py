@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from slurm_operator.ledger import HUNG, Attempt, Verdict
+from slurm_operator.records import HUNG, Attempt, Verdict
 from slurm_operator.resubmission import completion_command_says_done, completion_regex_matches, decide
 from slurm_operator.states import SlurmState
 
