@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException
 
-from slurm_operator.ledger import Ledger
+from slurm_operator.records import Ledger
 from slurm_operator.submission import SubmitSpec
 
 

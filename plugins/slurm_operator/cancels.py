@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from slurm_operator import commands, naming, parsers
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger
 from slurm_operator.naming import HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
+from slurm_operator.records import Attempt
 
 __all__ = ["HUNG_REASON", "ON_KILL_REASON", "TIMEOUT_REASON", "CancelOrigin", "cancel_ours", "note_cancel"]
 
@@ -57,24 +57,21 @@ def cancel_origin(hook: SlurmHook, attempt: Attempt) -> CancelOrigin:
     return CancelOrigin(ours=True, reason=reason or "(the marker is empty)")
 
 
-def note_cancel(hook: SlurmHook, ledger: Ledger) -> str | None:
-    """Record on the ledger's current attempt (CANCELLED) whose cancel it was.
+def note_cancel(hook: SlurmHook, attempt: Attempt) -> tuple[Attempt, str | None]:
+    """A CANCELLED ``attempt`` with whose cancel it was recorded, and the task's one-line error for a
+    cancel from outside (None for ours).
 
     Ours as hung (a try that died before recording it hung): recorded hung, judged as such.
     Ours for another reason (on_kill, a timed-out deferral: the try that cancelled it is over):
-    ``cancelled_by_airflow``, resubmitted by the policy. From outside: ``cancelled_by``, and the
-    task's one-line error is returned. Raises CancelOriginUnknown if the marker is unreadable.
+    ``cancelled_by_airflow``, resubmitted by the policy. From outside: ``cancelled_by``. Raises
+    CancelOriginUnknown if the marker is unreadable.
     """
-    last = ledger.current
-    origin = cancel_origin(hook, last)
+    origin = cancel_origin(hook, attempt)
     if not origin.ours:
-        ledger.update_current(replace(last, cancelled_by=origin.who))
-        return outside_cancel_message(last, origin.who)
+        return replace(attempt, cancelled_by=origin.who), outside_cancel_message(attempt, origin.who)
     if origin.reason.split(":", 1)[0] == HUNG_REASON:
-        ledger.update_current(replace(last, hung=origin.reason.partition(": ")[2] or origin.reason))
-    else:
-        ledger.update_current(replace(last, cancelled_by_airflow=origin.reason))
-    return None
+        return replace(attempt, hung=origin.reason.partition(": ")[2] or origin.reason), None
+    return replace(attempt, cancelled_by_airflow=origin.reason), None
 
 
 def who_cancelled(hook: SlurmHook, slurm_state: str) -> str:

@@ -8,15 +8,14 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from slurm_operator import airflow_internals, cancels, events, judgment, naming, recovery
+from slurm_operator import airflow_internals, cancels, events, naming, recovery, resubmission
 from slurm_operator.arguments import check_arguments, job_trigger_kwargs, submit_spec
-from slurm_operator.attempt_checks import CompletionCheck, completion_ok, probe_progress
 from slurm_operator.events import EventSchemaError
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger, Verdict
-from slurm_operator.records import JobRecord
+from slurm_operator.records import Attempt, JobRecord, Ledger, Verdict
 from slurm_operator.relay_position import RelayPosition, seed
+from slurm_operator.resubmission import CompletionCheck, completion_ok, probe_progress
 from slurm_operator.submission import SubmitFailed, submit_attempt
 from slurm_operator.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.triggers import SlurmJobTrigger
@@ -41,7 +40,7 @@ class SlurmOperator(BaseOperator):
         line the program prints when it finished its work); otherwise it is resubmitted.
     :param completion_command: remote command printing 1 when done (AutoExperiment's termination_cmd).
     :param completion_check: callable ``(hook, attempt) -> bool``, same meaning. Subclasses with a
-        rule of their own override ``is_work_done``, which the resubmission policy consults.
+        rule of their own override ``is_work_done``, whose answer the resubmission policy is given.
     :param progress_command: remote command whose output changes when the job makes progress (e.g.
         ``cat`` of a file the job rewrites as it progresses); enables ``max_attempts_without_progress``.
     :param max_attempts: submissions per task try, in total (numbering continues across tries).
@@ -195,8 +194,9 @@ class SlurmOperator(BaseOperator):
     def is_work_done(self, hook: SlurmHook, attempt: Attempt) -> bool | None:
         """Whether a COMPLETED attempt finished the work (None: no rule configured, COMPLETED is done).
 
-        The resubmission policy resubmits a COMPLETED job whose work is not done. Default: every
-        configured ``completion_regex``, ``completion_command`` and ``completion_check`` agrees.
+        Asked before the resubmission policy runs, which resubmits a COMPLETED job whose work is not
+        done. Default: every configured ``completion_regex``, ``completion_command`` and
+        ``completion_check`` agrees.
         """
         return completion_ok(
             hook,
@@ -265,32 +265,39 @@ class SlurmOperator(BaseOperator):
         self, context: Context, hook: SlurmHook, ledger: Ledger, record: JobRecord, hung: str | None
     ) -> list[dict[str, Any]]:
         """Record the current attempt's end (a hung job: cancelled first) and judge it."""
-        if hung is None:
-            ledger.update_current(ledger.current.ended(record))
-            return self._judge(context, hook, ledger)
-        try:
-            judgment.cancel_hung(hook, ledger, record, hung, self.log)
-        except judgment.HungNotCancelled as exc:
-            raise AirflowException(str(exc)) from None
+        ended = ledger.current.ended(record)
+        if hung is not None:
+            try:
+                ended = resubmission.cancel_hung(hook, ended, hung, self.log)
+            except resubmission.HungNotCancelled as exc:
+                raise AirflowException(str(exc)) from None
+        ledger.update_current(ended)
         return self._judge(context, hook, ledger)
 
     def _judge(self, context: Context, hook: SlurmHook, ledger: Ledger) -> list[dict[str, Any]]:
         """Judge the attempt that just ended: succeed, resubmit (and wait again) or fail."""
-        caps = judgment.Caps(self.max_attempts, self.max_attempts_without_progress, self.progress_command)
+        current = ledger.current
+        # Asked here, and given to the policy: the policy never calls back into the operator.
+        done = self.is_work_done(hook, current) if resubmission.asks_work_done(current) else None
+        caps = resubmission.Caps(self.max_attempts, self.max_attempts_without_progress, self.progress_command)
         try:
-            decision = judgment.judge(hook, ledger, self.is_work_done, caps, self.log)
-        except judgment.CancelledFromOutside as exc:
+            judged, decision = resubmission.judge(
+                hook, ledger.budget(), baseline=ledger.baseline, work_done=done, caps=caps, log=self.log
+            )
+        except resubmission.CancelledFromOutside as exc:
+            ledger.update_current(exc.attempt)
             state_set(context, ledger)  # (a clear resumes the work)
             raise AirflowFailException(str(exc)) from None
         except cancels.CancelOriginUnknown as exc:
             raise AirflowException(str(exc)) from None  # nothing recorded: the retry judges it again
+        ledger.update_current(judged)
         state_set(context, ledger)
         if decision.verdict is Verdict.SUCCEED:
             return ledger.results()
         if decision.verdict is Verdict.RESUBMIT:
             self._submit(context, hook, ledger)
             return self._wait(context, hook, ledger)
-        raise AirflowException(judgment.failure_message(hook, ledger.current, decision))
+        raise AirflowException(resubmission.failure_message(hook, ledger.current, decision))
 
 
 def _try_number(context: Context) -> int | None:

@@ -16,8 +16,7 @@ from typing import Any
 
 from slurm_operator import naming
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.ledger import Attempt, Ledger, Verdict
-from slurm_operator.records import JobRecord
+from slurm_operator.records import Attempt, JobRecord, Ledger, Verdict
 from slurm_operator.states import TERMINAL_STATES
 
 log = logging.getLogger(__name__)

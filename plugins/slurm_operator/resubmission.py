@@ -1,15 +1,67 @@
-"""Resubmission policy: what one ended Slurm job means for the task, with attempt caps."""
+"""What an ended attempt means and what the task does next: succeed, resubmit or fail.
+
+The one place an end is judged. The operator hands over the attempts its try's caps count (the
+ended one last), the progress baseline and, for a COMPLETED job, its own answer to "is the work
+done" (``SlurmOperator.is_work_done``, asked before the policy runs); the policy asks the cluster
+only what that leaves open (whose cancel it was, the progress probe, a failure's log tail), and
+returns the attempt as judged with the decision, for the operator to record. It calls nothing back.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-from slurm_operator.ledger import Attempt, Verdict
+from slurm_operator import cancels
+from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.hooks import SlurmHook
+from slurm_operator.records import Attempt, Verdict
 from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
 
+logger = logging.getLogger(__name__)
 
+TAIL_BYTES = 256 * 1024
+TAIL_LINES = 20
+
+CompletionCheck = Callable[[SlurmHook, Attempt], bool]
+
+
+class TaskLog(Protocol):
+    """The task's logger (``self.log`` of an operator), where the user reads what happened."""
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+
+class HungNotCancelled(SlurmError):
+    """A hung job could not be cancelled: not resubmitted (it may still run), the retry re-attaches."""
+
+
+class CancelledFromOutside(SlurmError):
+    """The job was cancelled from outside Airflow: the task stops without retries (a cancel means stop).
+
+    :param attempt: the attempt as judged (who cancelled it, the verdict FAIL), for the caller to record.
+    """
+
+    def __init__(self, message: str, attempt: Attempt) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The resubmission caps and the progress probe (see ``decide``)."""
+
+    max_attempts: int
+    max_attempts_without_progress: int
+    progress_command: str | None
+
+
+# ----------------------------------------------------------------------------------- the policy
 @dataclass(frozen=True)
 class Decision:
     """A verdict and the one-line reason for it (logged, and put into the task error)."""
@@ -93,3 +145,116 @@ def decide(
                 f"(max_attempts_without_progress={max_attempts_without_progress})",
             )
     return Decision(Verdict.RESUBMIT, reason)
+
+
+# ----------------------------------------------------------------------------------- an ended attempt
+def asks_work_done(attempt: Attempt) -> bool:
+    """Whether the policy needs the "is the work done" answer for ``attempt``: a COMPLETED job that
+    was not cancelled as hung (the caller asks its rule only then, and passes the answer to judge)."""
+    return attempt.state is SlurmState.COMPLETED and attempt.hung is None
+
+
+def judge(
+    hook: SlurmHook,
+    attempts: Sequence[Attempt],
+    *,
+    baseline: str | None,
+    work_done: bool | None,
+    caps: Caps,
+    log: TaskLog,
+) -> tuple[Attempt, Decision]:
+    """Judge the last of ``attempts`` (the try's budget), which ended: it with its check answers and
+    verdict, and the decision; the verdict is said in ``log``, the task's logger.
+
+    ``work_done`` is the caller's answer for a COMPLETED job (see ``asks_work_done``), else None.
+    Raises CancelledFromOutside (carrying the attempt, verdict FAIL) for a cancel from outside, and
+    ``cancels.CancelOriginUnknown`` (nothing to record) when whose cancel it was cannot be read.
+    """
+    current = attempts[-1]
+    if current.state is SlurmState.CANCELLED and current.hung is None:
+        current, outside = cancels.note_cancel(hook, current)
+        if outside is not None:
+            raise CancelledFromOutside(outside, replace(current, verdict=Verdict.FAIL))
+    progress = probe_progress(hook, caps.progress_command) if caps.progress_command else None
+    current = replace(current, completion_ok=work_done, progress=progress)
+    decision = decide(
+        [*attempts[:-1], current],
+        completion_ok=work_done,
+        max_attempts=caps.max_attempts,
+        max_attempts_without_progress=caps.max_attempts_without_progress,
+        progress_baseline=baseline,
+        progress_probe=caps.progress_command is not None,
+    )
+    log.info("Slurm job %s (attempt %d): %s -> %s", current.job_id, current.attempt, decision.reason,
+             decision.verdict.value)  # fmt: skip
+    return replace(current, verdict=decision.verdict), decision
+
+
+def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> Attempt:
+    """Cancel the ended ``attempt``'s hung job (marker: ours, as hung); it, recorded hung. Said in ``log``.
+
+    Raises HungNotCancelled when scancel fails: resubmitting next to a job that may still run would
+    run the work twice.
+    """
+    log.warning("Slurm job %s: %s; cancelling it", attempt.job_id, why)
+    try:
+        cancels.cancel_ours(hook, attempt.job_id, attempt.log_path, f"{cancels.HUNG_REASON}: {why}")
+    except SlurmError as exc:
+        raise HungNotCancelled(
+            f"Slurm job {attempt.job_id} hung ({why}), and scancel failed: {exc}"
+        ) from None
+    return replace(attempt, hung=why)
+
+
+def failure_message(hook: SlurmHook, attempt: Attempt, decision: Decision) -> str:
+    """The task's error for a failed attempt: job, state, exit code, reason, log and its last lines."""
+    tail = log_tail(hook, attempt.log_path)
+    return (
+        f"Slurm job {attempt.job_id} {attempt.shown_state} (exit code {attempt.exit_code}), attempt "
+        f"{attempt.attempt}: {decision.reason}; log {attempt.log_path}; last {TAIL_LINES} lines:\n{tail}"
+    )
+
+
+# ----------------------------------------------------------------------------------- asking the cluster
+def completion_ok(
+    hook: SlurmHook,
+    attempt: Attempt,
+    *,
+    regex: str | None,
+    command: str | None,
+    check: CompletionCheck | None,
+) -> bool | None:
+    """All configured checks pass (True), one fails (False), or none is configured (None)."""
+    checks: list[bool] = []
+    if regex is not None:
+        checks.append(completion_regex_matches(regex, read_tail(hook, attempt.log_path)))
+    if command is not None:
+        result = hook.run(command)
+        checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
+    if check is not None:
+        checks.append(bool(check(hook, attempt)))
+    return all(checks) if checks else None
+
+
+def probe_progress(hook: SlurmHook, command: str) -> str | None:
+    """The progress command's output (stripped); None when it failed: unknown, never "no change"."""
+    try:
+        result = hook.run(command)
+    except SlurmError as exc:
+        logger.warning("progress command failed: %s", exc)
+        return None
+    return result.stdout.strip() if result.exit_status == 0 else None
+
+
+def read_tail(hook: SlurmHook, path: str) -> str:
+    """The last TAIL_BYTES of a remote log, or a note saying why it cannot be read."""
+    try:
+        size = hook.stat(path).size
+        return hook.read_log(path, max(0, size - TAIL_BYTES), TAIL_BYTES).text
+    except (RemotePathNotFoundError, SlurmError) as exc:
+        return f"<log unreadable: {exc}>"
+
+
+def log_tail(hook: SlurmHook, path: str) -> str:
+    """The last TAIL_LINES lines of a remote log, for failure messages."""
+    return "\n".join(read_tail(hook, path).splitlines()[-TAIL_LINES:])

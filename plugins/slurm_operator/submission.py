@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from slurm_operator import commands, naming
 from slurm_operator.exceptions import SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.judgment import TaskLog
-from slurm_operator.ledger import Attempt
+from slurm_operator.records import Attempt
+from slurm_operator.resubmission import TaskLog
 
 
 class SubmitFailed(SlurmError):

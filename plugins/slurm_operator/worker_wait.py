@@ -11,9 +11,9 @@ from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
-from slurm_operator.judgment import TaskLog
 from slurm_operator.parsers import complete_lines
 from slurm_operator.records import JobRecord
+from slurm_operator.resubmission import TaskLog
 from slurm_operator.states import TERMINAL_STATES, SlurmState
 from slurm_operator.triggers import SlurmJobTrigger
 from slurm_operator.watchdog import Alarm

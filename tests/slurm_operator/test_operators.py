@@ -9,9 +9,8 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator import recovery
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.ledger import HUNG, Attempt
 from slurm_operator.operators import SlurmOperator
-from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.records import HUNG, Attempt, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger
 from slurm_operator.worker_wait import wait_in_worker
@@ -188,6 +187,57 @@ def test_a_job_that_always_hangs_fails_the_task_at_the_no_progress_cap(
     reason = str(err.value).splitlines()[0]
     assert "but the last 2 attempt(s) made no progress (max_attempts_without_progress=2)" in reason
     assert cluster.cancelled == ["8"]
+
+
+class _AsksWork(SlurmOperator):
+    """An operator with a rule of its own, counting the attempts it is asked about."""
+
+    def __init__(self, *, done: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.done = done
+        self.asked: list[str] = []
+
+    def is_work_done(self, hook: Any, attempt: Attempt) -> bool | None:
+        self.asked.append(attempt.job_id)
+        return self.done
+
+
+def _ended_event(state: SlurmState) -> dict[str, Any]:
+    record = JobRecord(job_id="7", name="n", state=state, exit_code=0)
+    return SlurmEvent(
+        status="ended",
+        message=f"Slurm job 7 ended {state.value}",
+        job_id="7",
+        slurm_state=state.value,
+        record=record.to_dict(),
+        carry={"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0},
+    ).to_payload()
+
+
+@pytest.mark.parametrize(("done", "verdict"), [(True, "succeed"), (False, "resubmit")])
+def test_the_work_done_rule_is_asked_once_for_a_completed_job_and_its_answer_judged(
+    monkeypatch: pytest.MonkeyPatch, done: bool, verdict: str
+) -> None:
+    op = _AsksWork(done=done, task_id="train", ssh_conn_id="c", script="#!/bin/bash\n", remote_dir="/r")
+    monkeypatch.setattr(op, "_hook", _Cluster)
+    monkeypatch.setattr(op, "_wait", lambda _c, _h, ledger: ledger.results())
+    monkeypatch.setattr(op, "_submit", lambda *_: None)
+    store = _RwStore(None)
+    op.execute_complete({"task_state_store": store}, event=_ended_event(SlurmState.COMPLETED))  # type: ignore[arg-type]
+    last = store.value["attempts"][-1]
+    assert (op.asked, last["completion_ok"], last["verdict"]) == (["7"], done, verdict)
+
+
+def test_the_work_done_rule_is_not_asked_for_a_job_that_did_not_complete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op = _AsksWork(done=True, task_id="train", ssh_conn_id="c", script="#!/bin/bash\n", remote_dir="/r")
+    monkeypatch.setattr(op, "_hook", _Cluster)
+    with pytest.raises(
+        AirflowException, match=r"^Slurm job 7 FAILED \(exit code 0\), attempt 1: job ended FAILED"
+    ):
+        op.execute_complete({"task_state_store": _RwStore(None)}, event=_ended_event(SlurmState.FAILED))  # type: ignore[arg-type]
+    assert op.asked == []
 
 
 def test_a_hung_job_that_cannot_be_cancelled_is_not_resubmitted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,9 +13,17 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from slurm_operator import recovery
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.ledger import CANCELLED_BY_AIRFLOW, HUNG, Attempt, Ledger, Verdict
 from slurm_operator.operators import SlurmOperator
-from slurm_operator.records import CommandResult, JobRecord, JobStates
+from slurm_operator.records import (
+    CANCELLED_BY_AIRFLOW,
+    HUNG,
+    Attempt,
+    CommandResult,
+    JobRecord,
+    JobStates,
+    Ledger,
+    Verdict,
+)
 from slurm_operator.resubmission import decide
 from slurm_operator.states import SlurmState
 

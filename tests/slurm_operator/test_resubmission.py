@@ -1,11 +1,15 @@
-"""Tests for the resubmission policy (pure logic: every ending, both caps)."""
+"""Tests for the resubmission policy (pure logic: every ending, both caps) and the judgment of an ended
+attempt built on it (what it asks the cluster, what it returns for the operator to record)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
-from slurm_operator.ledger import HUNG, Attempt, Verdict
+from slurm_operator import resubmission
+from slurm_operator.exceptions import RemotePathNotFoundError
+from slurm_operator.records import HUNG, Attempt, CommandResult, Verdict
 from slurm_operator.resubmission import completion_command_says_done, completion_regex_matches, decide
 from slurm_operator.states import SlurmState
 
@@ -115,3 +119,75 @@ def test_hung_attempts_count_toward_max_attempts() -> None:
     verdict, reason = _decide(SlurmState.CANCELLED, _hung(_attempts("1", "2", "3"), 3), max_attempts=3)
     assert verdict is Verdict.FAIL
     assert reason.endswith("but max_attempts=3 is reached")
+
+
+class _Cluster:
+    """The sync hook's verbs a judgment uses: the progress probe and the cancel marker."""
+
+    def __init__(self, probe: str = "") -> None:
+        self.probe = probe
+        self.ran: list[str] = []
+
+    def run(self, command: str, **_: Any) -> CommandResult:
+        self.ran.append(command)
+        return CommandResult(0, self.probe, "") if command == "cat /r/progress" else CommandResult(2, "", "")
+
+    def read_text(self, path: str) -> str:
+        raise RemotePathNotFoundError(path)
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> None:
+        self.lines.append(event % args)
+
+    def warning(self, event: Any, *args: Any, **kw: Any) -> None:
+        self.lines.append(event % args)
+
+
+def _judge(cluster: _Cluster, attempts: list[Attempt], **kw: Any) -> tuple[Attempt, resubmission.Decision]:
+    caps = resubmission.Caps(10, 2, kw.pop("progress_command", None))
+    args: dict[str, Any] = {"baseline": None, "work_done": None, "caps": caps, "log": _Log(), **kw}
+    return resubmission.judge(cluster, attempts, **args)  # type: ignore[arg-type]
+
+
+def test_the_work_done_answer_is_asked_only_of_a_completed_attempt_that_did_not_hang() -> None:
+    done = replace(_attempts(None)[0], state=SlurmState.COMPLETED)
+    assert resubmission.asks_work_done(done)
+    assert not resubmission.asks_work_done(replace(done, hung="no progress"))
+    assert not resubmission.asks_work_done(replace(done, state=SlurmState.TIMEOUT))
+
+
+def test_judge_records_the_callers_work_done_answer_the_probe_and_the_verdict() -> None:
+    cluster, log = _Cluster(probe="200\n"), _Log()
+    ended = [*_attempts("100"), replace(_attempts(None)[0], attempt=2, state=SlurmState.COMPLETED)]
+    judged, decision = _judge(
+        cluster, ended, baseline="0", work_done=False, progress_command="cat /r/progress", log=log
+    )
+    assert (judged.completion_ok, judged.progress, judged.verdict) == (False, "200", Verdict.RESUBMIT)
+    assert decision.reason == "job COMPLETED but the completion check says not done"
+    assert cluster.ran == ["cat /r/progress"]  # the only question it asked the cluster
+    assert log.lines == [
+        "Slurm job 100 (attempt 2): job COMPLETED but the completion check says not done -> resubmit"
+    ]
+
+
+def test_judge_counts_the_budget_it_is_given_with_the_ended_attempt_as_judged() -> None:
+    # 100 -> 200 -> 200, and the probe says 200 after the ended attempt: the cap of 2 is reached.
+    ended = [*_attempts("200", "200"), replace(_attempts(None)[0], attempt=3, state=SlurmState.TIMEOUT)]
+    judged, decision = _judge(
+        _Cluster(probe="200"), ended, baseline="100", progress_command="cat /r/progress"
+    )
+    assert (judged.progress, judged.verdict) == ("200", Verdict.FAIL)
+    assert "the last 2 attempt(s) made no progress" in decision.reason
+
+
+def test_a_cancel_from_outside_raises_with_the_attempt_to_record() -> None:
+    cancelled = replace(_attempts(None)[0], state=SlurmState.CANCELLED, raw_state="CANCELLED by 0")
+    with pytest.raises(
+        resubmission.CancelledFromOutside, match="cancelled from outside Airflow by uid 0;"
+    ) as err:
+        _judge(_Cluster(), [cancelled])
+    assert (err.value.attempt.cancelled_by, err.value.attempt.verdict) == ("uid 0", Verdict.FAIL)
