@@ -50,7 +50,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Megatron-LM-compatible parser (flag spellings and dest names as in Megatron-LM)."""
-    p = _Parser(prog="train.py", add_help=True, allow_abbrev=False)
+    p = _Parser(prog="pretrain_gpt.py", add_help=True, allow_abbrev=False)
     a = p.add_argument
     # model
     a("--num-layers", type=int, required=True)

@@ -375,7 +375,7 @@ def install_signal_handlers(rt: Runtime) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: ``python train.py <megatron args>`` or under torchrun."""
+    """Entry point: ``python pretrain_gpt.py <megatron args>`` or under torchrun."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
     )
@@ -384,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv), world_size=world)
     except ArgumentError as exc:
-        print(f"train.py: error: {exc}", file=sys.stderr)
+        print(f"pretrain_gpt.py: error: {exc}", file=sys.stderr)
         return 2
     rt = init_runtime(args)
     install_signal_handlers(rt)

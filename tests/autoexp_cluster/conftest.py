@@ -77,10 +77,10 @@ def megatron_runtime() -> Any:
 
 
 def run_trainer_cli(argv: Sequence[str], log: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python include/autoexp_cluster/train.py ...`` the way the template runs it."""
+    """``python include/autoexp_cluster/pretrain_gpt.py ...`` the way the template runs it."""
     env = {**os.environ, "PYTHONPATH": str(INCLUDE), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, str(INCLUDE / "autoexp_cluster" / "train.py"), *argv],
+        [sys.executable, str(INCLUDE / "autoexp_cluster" / "pretrain_gpt.py"), *argv],
         capture_output=True, text=True, env=env, timeout=timeout, check=False,
     )  # fmt: skip
     log.write_text(proc.stdout + proc.stderr)

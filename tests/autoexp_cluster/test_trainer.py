@@ -135,5 +135,5 @@ def test_unknown_flag_is_a_one_line_error(demo_data: DemoData, tmp_path: Path) -
 
     proc = run_trainer_cli([*tiny_argv(demo_data, None), "--no-such-flag"], tmp_path / "log", timeout=120)
     assert proc.returncode == 2
-    assert re.search(r"^train\.py: error: unrecognized arguments: --no-such-flag$", proc.stderr, re.M)
+    assert re.search(r"^pretrain_gpt\.py: error: unrecognized arguments: --no-such-flag$", proc.stderr, re.M)
     assert "Traceback" not in proc.stderr

@@ -62,7 +62,7 @@ def campaign(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
     base = tmp_path_factory.mktemp("stop-training")
     sleeper = base / "sleep_train.py"
     sleeper.write_text("import time\ntime.sleep(900)\n")
-    script = 'TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/train.py"'
+    script = 'TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"'
     config = reduced_config(base, (script, f'TRAIN_SCRIPT: "{sleeper}"'))
     demo_dir = base / "campaign"
     stack = start_module_stack(base / "home", config, demo_dir)

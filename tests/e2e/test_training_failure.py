@@ -17,7 +17,7 @@ def test_failed_training_fails_its_waits_fast(
     tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any
 ) -> None:
     # Every training attempt dies at once (no such script); no retries, one Slurm attempt per try.
-    script = 'TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/train.py"'
+    script = 'TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"'
     config = reduced_config(
         tmp_path, (script, 'TRAIN_SCRIPT: "/nonexistent/train.py"'), ("  retries: 1\n", "  retries: 0\n")
     )

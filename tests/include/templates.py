@@ -25,7 +25,7 @@ def demo_params(logs: Path, data_prefix: Path, tokenizer: Path, **overrides: Any
         "ACCOUNT": "projectnucleus", "PARTITION": "booster", "NODES": 1, "TIME": 15,
         "GPUS_PER_NODE": 0, "CPUS_PER_TASK": 1, "CONTAINER_RUNTIME": "none", "CONTAINER_IMAGE": "",
         "PYTHON": sys.executable, "AUTOEXP_INCLUDE": str(INCLUDE),
-        "TRAIN_SCRIPT": str(INCLUDE / "autoexp_cluster" / "train.py"),
+        "TRAIN_SCRIPT": str(INCLUDE / "autoexp_cluster" / "pretrain_gpt.py"),
         "EVAL_TASKS": "autoexp-tiny", "EVAL_TASKS_PATH": str(INCLUDE / "autoexp_cluster" / "eval_tasks"),
         "LOGS": str(logs), "RUN_DIR": str(logs / "exp"), "PHASE": "PRETRAIN",
         "DATA_PATH": str(data_prefix), "TOKENIZER_MODEL": str(tokenizer),
