@@ -1,4 +1,4 @@
-"""Megatron-LM-style entry point: ``python pretrain_gpt.py <megatron args>`` (PYTHONPATH=include) or torchrun."""
+"""Megatron-LM-style entry point: ``python pretrain_gpt.py <megatron args>`` or under torchrun."""
 
 from __future__ import annotations
 
