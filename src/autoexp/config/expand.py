@@ -120,6 +120,6 @@ def _check_unique_names(jobs: list[Job], file: str) -> None:
 
 
 def experiment_key(job: Job) -> str:
-    """The experiment a job belongs to: its EXP_NAME (the seed's convention), else its own name."""
+    """The experiment a job belongs to: its EXP_NAME (AutoExperiment's convention), else its own name."""
     value = job.params.get("EXP_NAME")
     return str(value) if value is not None else job.name
