@@ -26,8 +26,11 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
 # path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
 # was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
-SUMMARY_SHA = "8f89dbcef579ad3322d1d1ed63206492427e8cce2240959d5f5c6ad2e77d03dc"
-SERIALIZED_SHA = "88accc4d932be00c1ecfa879c83c9c65af102eea674c938043e37bba2abb4646"
+# Re-pinned for issue 14 (one alert per failed run): the summary's diff was exactly each task's failure
+# callback (and default_args' on_failure_callback) CampaignNotifier -> FailureRecorder; the serialized
+# diff was exactly the DAG's new `"has_on_failure_callback": true`.
+SUMMARY_SHA = "cd20dfaf05adca5cd501b36d38a8f37cb3ae036abeefd461ee3dd5e2d96fb7e5"
+SERIALIZED_SHA = "e4b7c0ae21d0e6677bdb2849815239381791c0c8e2528d06462434fe315a3fb8"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

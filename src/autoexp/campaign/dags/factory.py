@@ -14,7 +14,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup
 from airflow.sdk.definitions.param import ParamsDict
 
 from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
-from autoexp.campaign.dags.notifier import CampaignNotifier
+from autoexp.campaign.dags.notifier import dag_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
     CampaignSlurmOperator,
     CheckpointWait,
@@ -174,13 +174,6 @@ def materialize(
 ) -> DAG:
     """Build the DAG of one planned experiment (``env``: the variables the config read, see stage)."""
     plan = dag_plan.experiment
-    notifier = CampaignNotifier(
-        kind=settings.notify.kind,
-        experiment=plan.name,
-        path=settings.notify.path,
-        to=settings.notify.to,
-        conn_id=settings.notify.conn_id,
-    )
     with DAG(
         dag_id=plan.dag_id,
         schedule=settings.schedule,
@@ -196,8 +189,10 @@ def materialize(
             "owner": settings.owner,
             "retries": settings.retries,
             "retry_delay": timedelta(seconds=settings.retry_delay_secs),
-            "on_failure_callback": notifier,
+            **task_alerts(plan.name, settings.notify),
         },
+        # One alert per failed run (the tasks only record their failures), plus the opted-in ones.
+        **dag_alerts(plan.name, settings.notify),
         description=f"{plan.name}: {len(plan.cooldowns)} cooldown branches, {config_path.name}",
     ) as dag:
         stage = StageOperator(

@@ -1,65 +1,75 @@
-"""Failure alerts for campaign tasks: experiment, phase, Slurm job id, state, exit code and log tail."""
+"""Send alerts to a log file, by e-mail (the SMTP provider's notifier) or to Slack (the Slack provider's)."""
 
 from __future__ import annotations
 
-import json
+import html
 import logging
 import os
-import urllib.request
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseHook, BaseNotifier, Context
+from airflow.sdk import BaseNotifier, Context
+from airflow.sdk.definitions.callback import SyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+from autoexp.campaign.dags.alerts import (
+    FailureRecorder,
+    deadline_alert,
+    failure_alert,
+    retry_alert,
+    success_alert,
+)
+from autoexp.campaign.planning.settings import NotifierSettings
 
 log = logging.getLogger(__name__)
-_MAX_TAIL = 4000
+
+_MESSAGES: dict[str, Callable[[Context, str], tuple[str, str]]] = {
+    "failure": failure_alert,
+    "retry": retry_alert,
+    "success": success_alert,
+}
 
 
-def alert_text(context: Context, experiment: str) -> str:
-    """One alert: what failed where, with the Slurm details the operator put into its error."""
-    ti = context["ti"]
-    job_id = None
-    try:
-        job_id = ti.xcom_pull(task_ids=ti.task_id, key="slurm_job_id", map_indexes=ti.map_index)
-    except Exception as exc:  # an alert must go out even when XCom is unreachable
-        log.warning("could not read the Slurm job id of %s: %s", ti.task_id, exc)
-    error = str(context.get("exception") or "")[-_MAX_TAIL:]
-    phase = ti.task_id.split(".", 1)[0]
-    map_index = getattr(ti, "map_index", -1)
-    where = f"{ti.dag_id}/{ti.task_id}" + (
-        f"[{map_index}]" if map_index is not None and map_index >= 0 else ""
-    )
-    return (
-        f"autoexp FAILED: experiment={experiment} phase={phase} task={where} run={ti.run_id} "
-        f"try={ti.try_number} slurm_job={job_id or '-'}\n{error}"
-    )
-
-
-class CampaignNotifier(BaseNotifier):
-    """Send a failure alert to a log file (default), an SMTP connection, or a Slack webhook connection.
+@dataclass(frozen=True)
+class Target:
+    """Where alerts go (the ``airflow.notify`` keys).
 
     :param kind: ``log``, ``smtp`` or ``slack``.
-    :param experiment: the experiment (DAG) name put into every alert.
-    :param path: alert log for ``kind=log``; empty: ``$AIRFLOW_HOME/logs/autoexp-alerts.log``.
-    :param to: recipients for ``kind=smtp``.
-    :param conn_id: Airflow connection of the SMTP server or the Slack webhook (URL in host or password).
+    :param path: alert log of kind ``log``; empty: ``$AIRFLOW_HOME/logs/autoexp-alerts.log``.
+    :param to: recipients of kind ``smtp``.
+    :param conn_id: the SMTP connection (empty: Airflow's ``[email] email_conn_id``) or the Slack
+        webhook connection.
+    :param from_email: sender of kind ``smtp``; empty: the connection's ``from_email`` extra.
     """
 
-    template_fields = ()
+    kind: str = "log"
+    path: str = ""
+    to: tuple[str, ...] = ()
+    conn_id: str = ""
+    from_email: str = ""
 
-    def __init__(
-        self, *, kind: str, experiment: str, path: str = "", to: tuple[str, ...] = (), conn_id: str = ""
-    ) -> None:
-        super().__init__()
-        self.kind, self.experiment, self.path, self.to, self.conn_id = kind, experiment, path, to, conn_id
-
-    def notify(self, context: Context) -> None:
-        text = alert_text(context, self.experiment)
+    def send(self, subject: str, text: str, context: Any) -> None:
+        """One alert; the providers' notifiers are called directly: a log tail is not a template."""
         if self.kind == "smtp":
-            self._smtp(context, text)
+            from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+            smtp: dict[str, Any] = {"smtp_conn_id": self.conn_id} if self.conn_id else {}
+            without_dag: Any = {k: v for k, v in context.items() if k != "dag"}  # see _NoTemplates
+            SmtpNotifier(
+                to=list(self.to),
+                from_email=self.from_email or None,
+                subject=subject,
+                html_content=f"<pre>{html.escape(text)}</pre>",
+                **smtp,
+            ).notify(without_dag)
         elif self.kind == "slack":
-            self._slack(text)
+            from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
+
+            slack: Any = SlackWebhookNotifier(slack_webhook_conn_id=self.conn_id, text=text)
+            slack.notify(context)
         else:
             self._log_file(text)
 
@@ -71,23 +81,81 @@ class CampaignNotifier(BaseNotifier):
             out.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {text}\n")
         log.error("%s", text)
 
-    def _smtp(self, context: Context, text: str) -> None:
-        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+    def kwargs(self) -> dict[str, Any]:
+        """JSON primitives, for a deadline callback (serialized with the DAG)."""
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "to": list(self.to),
+            "conn_id": self.conn_id,
+            "from_email": self.from_email,
+        }
 
-        kwargs: dict[str, Any] = {"to": list(self.to), "subject": text.splitlines()[0], "html_content": text}
-        if self.conn_id:
-            kwargs["smtp_conn_id"] = self.conn_id
-        SmtpNotifier(**kwargs).notify(context)
 
-    def _slack(self, text: str) -> None:
-        conn = BaseHook.get_connection(self.conn_id)
-        url = conn.password or conn.host or ""
-        if not url.startswith("https://"):
-            raise ValueError(
-                f"connection {self.conn_id}: put the Slack webhook https URL in host or password"
-            )
-        body = json.dumps({"text": text}).encode()
-        headers = {"Content-Type": "application/json"}
-        request = urllib.request.Request(url, data=body, headers=headers)  # noqa: S310 (https checked above)
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            response.read()
+class _NoTemplates(BaseNotifier):
+    """A notifier with nothing to render.
+
+    A DAG callback run by ``dag.test()`` gets the serialized DAG in its context, which has no
+    template environment: rendering (even of nothing) fails there. For the same reason the SMTP
+    notifier gets the context without its DAG (it renders the connection's ``from_email``).
+    """
+
+    template_fields = ()
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        return None
+
+
+class CampaignNotifier(_NoTemplates):
+    """One alert of an experiment: a failed run (DAG callback), a task retry, or a run's success.
+
+    :param event: ``failure``, ``retry`` or ``success``.
+    :param experiment: the experiment (DAG) name put into every alert.
+    :param target: where the alert goes.
+    """
+
+    def __init__(self, *, event: str, experiment: str, target: Target) -> None:
+        super().__init__()
+        if event not in _MESSAGES:
+            raise ValueError(f"unknown alert event {event!r} (known: {', '.join(_MESSAGES)})")
+        self.event, self.experiment, self.target = event, experiment, target
+
+    def notify(self, context: Context) -> None:
+        subject, text = _MESSAGES[self.event](context, self.experiment)
+        self.target.send(subject, text, context)
+
+
+def deadline_missed(context: dict[str, Any], *, experiment: str, within_secs: float, **target: Any) -> None:
+    """Deadline callback (a ``SyncCallback``): the run is not done ``within_secs`` after it was queued."""
+    subject, text = deadline_alert(context, experiment, within_secs)
+    to = tuple(target.pop("to", ()))
+    Target(to=to, **target).send(subject, text, context)
+
+
+def dag_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
+    """The DAG's keyword arguments for its alerts: one per failed run, and the ones the config asks for."""
+    target = Target(notify.kind, notify.path, notify.to, notify.conn_id, notify.from_email)
+    alerts: dict[str, Any] = {
+        "on_failure_callback": CampaignNotifier(event="failure", experiment=experiment, target=target)
+    }
+    if notify.on_success:
+        alerts["on_success_callback"] = CampaignNotifier(
+            event="success", experiment=experiment, target=target
+        )
+    if notify.deadline_secs:
+        kwargs = {"experiment": experiment, "within_secs": notify.deadline_secs, **target.kwargs()}
+        alerts["deadline"] = DeadlineAlert(
+            reference=DeadlineReference.DAGRUN_QUEUED_AT,
+            interval=timedelta(seconds=notify.deadline_secs),
+            callback=SyncCallback(deadline_missed, kwargs=kwargs),
+        )
+    return alerts
+
+
+def task_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
+    """Every task's callbacks (``default_args``): a final failure is recorded for the run's one alert."""
+    callbacks: dict[str, Any] = {"on_failure_callback": FailureRecorder()}
+    if notify.on_retry:
+        target = Target(notify.kind, notify.path, notify.to, notify.conn_id, notify.from_email)
+        callbacks["on_retry_callback"] = CampaignNotifier(event="retry", experiment=experiment, target=target)
+    return callbacks

@@ -129,6 +129,20 @@ class NotifierSettings:
     conn_id: Text = Field(
         default="", description="Airflow connection of the SMTP server, or of the Slack webhook (needed)"
     )
+    from_email: Text = Field(
+        default="", description="sender of kind smtp; empty: the SMTP connection's `from_email` extra"
+    )
+    on_retry: Flag = Field(
+        default=False,
+        description="also alert when a task is retried (it re-attaches to or resubmits its job)",
+    )
+    on_success: Flag = Field(default=False, description="also alert when a campaign run succeeds")
+    deadline_secs: Seconds = Field(
+        default=0.0,
+        ge=0,
+        description="alert once when a run is not done this long after it was queued (Airflow deadline "
+        "alert); 0: none",
+    )
 
     @model_validator(mode="after")
     def _kind_has_its_target(self) -> NotifierSettings:

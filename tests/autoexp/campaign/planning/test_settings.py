@@ -107,7 +107,8 @@ def test_bad_values_give_one_line_errors(raw: dict[str, object], message: str) -
         ({"notify": {"kind": 5}}, r"airflow\.notify\.kind: 5 is not one of log, smtp, slack$"),
         (
             {"notify": {"knd": "log"}},
-            r"airflow\.notify\.knd: unknown key \(known: conn_id, kind, path, to\); did you mean kind\?$",
+            r"airflow\.notify\.knd: unknown key \(known: conn_id, deadline_secs, from_email, kind, on_retry, "
+            r"on_success, path, to\); did you mean kind\?$",
         ),
         ({"ssh_conn_id": ""}, r"airflow\.ssh_conn_id: must not be empty$"),
         ({"progress_timeout": -1}, r"airflow\.progress_timeout: must be >= 0 \(seconds\)$"),
