@@ -16,6 +16,7 @@ conn=$(python "$HERE/slurm_connection.py" --key-dir "$KEY_DIR" --host "$SLURM_HO
 # Delete + add: the slurm volume may have been recreated with new keys since the last start.
 airflow connections delete "$CONN_ID" >/dev/null 2>&1 || true
 airflow connections add "$CONN_ID" --conn-json "$conn"
-# Tasks naming a pool that does not exist are never scheduled.
-airflow pools set "$POOL" "$POOL_SLOTS" "Slurm jobs on the compose cluster" >/dev/null
+# Tasks naming a pool that does not exist are never scheduled; the Slurm tasks wait deferred, and a pool
+# that does not count deferred tasks caps nothing.
+airflow pools set "$POOL" "$POOL_SLOTS" "Slurm jobs on the compose cluster" --include-deferred >/dev/null
 echo "airflow-init: pool $POOL ($POOL_SLOTS slots), connection $CONN_ID -> $SLURM_HOST:$SLURM_PORT (host key checked)"

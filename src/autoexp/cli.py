@@ -1,4 +1,4 @@
-"""The ``autoexp`` command line: validate, list, render and show an AutoExperiment config."""
+"""The ``autoexp`` command line: validate, list, render and show an AutoExperiment config; set up Airflow."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ EXIT_CONFIG_ERROR = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="autoexp", description="Expand, check and render AutoExperiment configs (no side effects)."
+        prog="autoexp",
+        description="Expand, check and render AutoExperiment configs; airflow-setup prepares Airflow.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -56,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     rendering.add_argument("--out", type=Path, help="write <name>.sbatch for every job into this folder")
     show = add("show", "every variable of one job, its value and the file:line that set it", filters=False)
     show.add_argument("name", help="the job name")
+    setup_help = (
+        "create the Airflow pools the configs name (deferred tasks counted) after checking their SSH "
+        "connections exist; run where Airflow's metadata database is reachable"
+    )
+    setup = sub.add_parser("airflow-setup", help=setup_help, description=setup_help)
+    setup.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="the YAML configs")
+    setup.add_argument("--slots", type=int, help="pool slots (default: an existing pool's, else 8)")
     return parser
 
 
@@ -155,4 +163,27 @@ def _find(jobs: list[Job], name: str, config: str) -> Job:
     raise ConfigError(config, 1, "", f"no job named {name!r}{close_matches(name, [j.name for j in jobs])}")
 
 
-_COMMANDS = {"validate": _validate, "list": _list, "render": _render, "show": _show}
+def _airflow_setup(args: argparse.Namespace) -> int:
+    # Imported here: the other commands and autoexp.config never import Airflow.
+    from autoexp.campaign.dags.airflow_setup import SetupError, airflow_setup
+    from autoexp.campaign.planning.plan import config_errors
+
+    errors: tuple[type[Exception], ...] = (SetupError, *config_errors())
+    try:
+        done = airflow_setup(args.configs, args.slots)
+    except errors as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    for pool in done:
+        verb = "created" if pool.created else "updated"
+        print(f"pool {pool.pool} {verb}: {pool.slots} slots, deferred tasks counted (SSH {pool.ssh_conn_id})")
+    return 0
+
+
+_COMMANDS = {
+    "validate": _validate,
+    "list": _list,
+    "render": _render,
+    "show": _show,
+    "airflow-setup": _airflow_setup,
+}

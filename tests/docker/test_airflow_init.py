@@ -60,3 +60,4 @@ def test_init_creates_the_connection_and_pool_and_replaces_them_on_rerun(
     assert "no_host_key_check" not in extra
     (pool,) = json.loads(airflow_env.cli("pools", "get", "compose_init_pool", "-o", "json"))
     assert (pool["pool"], int(pool["slots"])) == ("compose_init_pool", 3)
+    assert str(pool["include_deferred"]) == "True"  # the Slurm tasks wait deferred

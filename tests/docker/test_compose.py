@@ -182,3 +182,12 @@ def test_demo_paths_agree_between_airflow_and_the_cluster(services: dict[str, An
     assert services["slurm"]["environment"]["AUTOEXP_DEMO_DIR"] == demo_dir
     assert volume_targets(services["slurm"])[str(Path(demo_dir).parent)] == "slurm-runs"
     assert dict(dockerfile_instructions(DOCKERFILES[1]))["WORKDIR"] == airflow_env["AUTOEXP_ROOT"]
+
+
+@pytest.mark.parametrize("script", ["docker/airflow/init.sh", "scripts/demo"])
+def test_pools_are_created_counting_deferred_tasks(script: str) -> None:
+    # The Slurm tasks wait deferred: a pool that does not count them caps nothing.
+    lines = [line for line in (REPO / script).read_text().splitlines() if "pools set" in line]
+    assert lines, f"{script} creates no pool"
+    for line in lines:
+        assert "--include-deferred" in line, f"{script}: {line.strip()}"
