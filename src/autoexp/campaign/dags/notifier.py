@@ -51,6 +51,10 @@ class Target:
     conn_id: str = ""
     from_email: str = ""
 
+    @classmethod
+    def of(cls, notify: NotifierSettings) -> Target:
+        return cls(notify.kind, notify.path, notify.to, notify.conn_id, notify.from_email)
+
     def send(self, subject: str, text: str, context: Any) -> None:
         """One alert; the providers' notifiers are called directly: a log tail is not a template."""
         if self.kind == "smtp":
@@ -134,7 +138,7 @@ def deadline_missed(context: dict[str, Any], *, experiment: str, within_secs: fl
 
 def dag_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
     """The DAG's keyword arguments for its alerts: one per failed run, and the ones the config asks for."""
-    target = Target(notify.kind, notify.path, notify.to, notify.conn_id, notify.from_email)
+    target = Target.of(notify)
     alerts: dict[str, Any] = {
         "on_failure_callback": CampaignNotifier(event="failure", experiment=experiment, target=target)
     }
@@ -156,6 +160,6 @@ def task_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
     """Every task's callbacks (``default_args``): a final failure is recorded for the run's one alert."""
     callbacks: dict[str, Any] = {"on_failure_callback": FailureRecorder()}
     if notify.on_retry:
-        target = Target(notify.kind, notify.path, notify.to, notify.conn_id, notify.from_email)
+        target = Target.of(notify)
         callbacks["on_retry_callback"] = CampaignNotifier(event="retry", experiment=experiment, target=target)
     return callbacks
