@@ -93,7 +93,10 @@ def record_failure(context: Context) -> None:
 
 
 class FailureRecorder(BaseNotifier):
-    """Every task's ``on_failure_callback``: ``record_failure`` (an object: the DAG fingerprint names it)."""
+    """Every task's ``on_failure_callback``: ``record_failure``.
+
+    An object, not the function: a function's repr holds its address, which the DAG fingerprint pins.
+    """
 
     template_fields = ()
 
@@ -105,7 +108,8 @@ class FailureRecorder(BaseNotifier):
 
 
 def root_cause(context: Context) -> Failure | None:
-    """The failure recorded first in this DAG run (None: no task left one)."""
+    """The failure recorded first in this DAG run; without records, the task Airflow reported last
+    (None: the run failed without a failed task)."""
     ti = context.get("ti")
     if ti is None:  # a run failed without a failed task (e.g. dagrun_timeout)
         return None
