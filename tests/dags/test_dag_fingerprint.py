@@ -26,8 +26,12 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
 # path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
 # was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
-SUMMARY_SHA = "8f89dbcef579ad3322d1d1ed63206492427e8cce2240959d5f5c6ad2e77d03dc"
-SERIALIZED_SHA = "88accc4d932be00c1ecfa879c83c9c65af102eea674c938043e37bba2abb4646"
+# Re-pinned for issue 14 (a UI that says what it shows): the summary's diff was exactly doc_md (plain
+# words instead of the variables table); the serialized diff was that doc_md, each mapped wait and
+# convert_eval task's `map_index_template` ("iter 0000400", "+ (cooldown 2B)" in cooldowns) and the
+# Params' schemas: titles, reworded descriptions, `examples` and `values_display` for `phases`.
+SUMMARY_SHA = "b78e658647bfafcd52f6e8827520bf19316989133a52fcd9c48f1dfd7776f2d4"
+SERIALIZED_SHA = "c2568b30596300c62904809c5048d7af5182b78be942fa3cb5077ee82ec400db"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",
