@@ -30,8 +30,8 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # words instead of the variables table); the serialized diff was that doc_md, each mapped wait and
 # convert_eval task's `map_index_template` ("iter 0000400", "+ (cooldown 2B)" in cooldowns) and the
 # Params' schemas: titles, reworded descriptions, `examples` and `values_display` for `phases`.
-SUMMARY_SHA = "b78e658647bfafcd52f6e8827520bf19316989133a52fcd9c48f1dfd7776f2d4"
-SERIALIZED_SHA = "c2568b30596300c62904809c5048d7af5182b78be942fa3cb5077ee82ec400db"
+SUMMARY_SHA = "51610a649d580b700752e565dec0858ecbb630b4605f70244b8dfe995de692b5"
+SERIALIZED_SHA = "33411f20bd14533c6685e733505c4132529b9c860cd4d4cd9d16bafd51815113"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

@@ -174,3 +174,11 @@ def test_trigger_form_offers_the_phases_by_name(ui: Ui) -> None:
     )
     ui.shows("Dry run", "Slurm submissions per try")
     ui.screenshot("trigger-form")
+
+
+def test_dag_docs_say_what_the_experiment_is(ui: Ui) -> None:
+    ui.open(f"dags/{DAG_ID}")
+    ui.shows("Trigger")
+    ui.browser.find_element(By.CSS_SELECTOR, '[data-testid="markdown-button"]').click()
+    ui.shows("Learning rate", "peak 0.003", "256 tokens per iteration", "Token budget", "Where its files are")
+    ui.screenshot("dag-docs")

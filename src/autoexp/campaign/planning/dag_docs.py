@@ -141,7 +141,7 @@ def doc_md(dag_plan: DagPlan, config_path: str, digest: str) -> str:
         f"- **Learning rate**: {_learning_rate(params)}",
         f"- **Batch**: {_batch(params, plan.pretrain.tokens_per_iter)}",
         f"- **Data**: {_data(params)}",
-        f"- **Token budget**: {_tokens(plan.pretrain) or '?'} for pretraining"
+        f"- **Token budget**: {_tokens(plan.pretrain) or '?'} tokens for pretraining"
         + "".join(f"; {_tokens(c) or '?'} for cooldown {c.branch}" for c in plan.cooldowns),
         "",
         "## Phases",

@@ -52,7 +52,7 @@ def test_the_page_says_what_the_experiment_is() -> None:
     assert "- **Batch**: 2 sequences of 8 tokens = 16 tokens per iteration (micro-batch 1)" in lines
     assert "- **Data**: c4: `/data/c4_text_document`, tokenizer `/data/tokenizer`" in lines
     # 10 pretraining iterations, cooldowns to 12 and 16 iterations, 16 tokens each.
-    assert "- **Token budget**: 160 for pretraining; 192 for cooldown s1; 256 for cooldown s2" in lines
+    assert "- **Token budget**: 160 tokens for pretraining; 192 for cooldown s1; 256 for cooldown s2" in lines
     assert "| pretraining | scratch | 10 (saves every 4) | 160 | 3: 4, 8, 10 |" in lines
     assert "| cooldown s1 | pretraining iter 4 | 12 (saves every 4) | 192 | 2: 8, 12 |" in lines
     assert "Run folder `/logs/a`, holding:" in lines
