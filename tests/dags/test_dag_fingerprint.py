@@ -26,11 +26,15 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
 # path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
 # was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
-# Re-pinned for issue 14 (one alert per failed run): the summary's diff was exactly each task's failure
-# callback (and default_args' on_failure_callback) CampaignNotifier -> FailureRecorder; the serialized
-# diff was exactly the DAG's new `"has_on_failure_callback": true`.
-SUMMARY_SHA = "cd20dfaf05adca5cd501b36d38a8f37cb3ae036abeefd461ee3dd5e2d96fb7e5"
-SERIALIZED_SHA = "e4b7c0ae21d0e6677bdb2849815239381791c0c8e2528d06462434fe315a3fb8"
+# Re-pinned for issue 14: (a) one alert per failed run: each task's failure callback (and default_args'
+# on_failure_callback) CampaignNotifier -> FailureRecorder in the summary, the DAG's new
+# `"has_on_failure_callback": true` in the serialized form; (b) a UI that says what it shows: doc_md in
+# plain words instead of the variables table, each mapped wait and convert_eval task's
+# `map_index_template` ("iter 0000400", "+ (cooldown 2B)" in cooldowns), and the Params' schemas
+# (titles, reworded descriptions, `examples` and `values_display` for `phases`). Each part was checked
+# alone on its branch; the merged pins below are (a) + (b).
+SUMMARY_SHA = "PIN"
+SERIALIZED_SHA = "PIN"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

@@ -94,7 +94,7 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert report.trigger_rule == "none_failed"
     assert [a.name for a in report.outlets] == ["autoexp.demo_demo_tiny_lr0.003_bs4.eval_results"]
     assert "sha256" in (dag.doc_md or "")
-    assert "| `LR` | `0.003` |" in (dag.doc_md or "")
+    assert "- **Learning rate**: peak 0.003," in (dag.doc_md or "")
 
 
 def test_broken_config_is_an_import_error_and_spares_the_others(
@@ -165,3 +165,36 @@ def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -
             waits = [t for t in d.task_dict if t.endswith("wait_branch_checkpoint")]
             assert len(waits) == 5 - scratch, d.dag_id
             assert (d.doc_md or "").count("trains from scratch") == scratch, d.dag_id
+
+
+def test_trigger_form_and_mapped_names_say_what_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Phases are a multi-select with named choices; each mapped instance is named by its checkpoint."""
+    import copy
+    from types import SimpleNamespace
+
+    dag = bag([DEMO], monkeypatch).dags["demo_demo_tiny_lr0.003_bs4"]
+    phases = dag.params.get_param("phases").schema
+    # Airflow's form draws a multi-select for an array with ``examples`` (``items.enum`` alone: free text).
+    assert phases["examples"] == ["pretrain", "cooldown_8K", "cooldown_12K"]
+    assert phases["items"]["enum"] == phases["examples"]
+    assert phases["values_display"]["cooldown_8K"] == "cooldown 8K, from pretraining iter 20"
+    assert phases["title"] == "Phases to run"
+    names = {}
+    for task_id, count in (("pretrain.checkpoints.wait", 3), ("pretrain.checkpoints.convert_eval", 3),
+                           ("cooldown_8K.checkpoints.convert_eval", 1)):  # fmt: skip
+        for map_index in range(count):
+            # What the task runner does per instance: render the fields, then map_index_template.
+            task = copy.copy(dag.task_dict[task_id])
+            context = {"ti": SimpleNamespace(map_index=map_index, task=task), "task": task}
+            task.render_template_fields(context, dag.get_template_env())  # type: ignore[arg-type]
+            template = dag.get_template_env().from_string(task.map_index_template or "")
+            names[f"{task_id}/{map_index}"] = template.render(context)
+    assert names == {
+        "pretrain.checkpoints.wait/0": "iter 0000020",
+        "pretrain.checkpoints.wait/1": "iter 0000040",
+        "pretrain.checkpoints.wait/2": "iter 0000060",
+        "pretrain.checkpoints.convert_eval/0": "iter 0000020",
+        "pretrain.checkpoints.convert_eval/1": "iter 0000040",
+        "pretrain.checkpoints.convert_eval/2": "iter 0000060",
+        "cooldown_8K.checkpoints.convert_eval/0": "iter 0000032 (cooldown 8K)",
+    }

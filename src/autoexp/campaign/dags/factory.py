@@ -23,7 +23,7 @@ from autoexp.campaign.dags.operators import (
 )
 from autoexp.campaign.planning.checkout import HELPERS_DIR
 from autoexp.campaign.planning.config_source import config_hash, env_values
-from autoexp.campaign.planning.dag_docs import doc_md
+from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
     TRAIN_TASK,
     CheckpointsPlan,
@@ -55,9 +55,12 @@ class BrokenConfigDag(DAG):
         raise CampaignConfigError(self.description or "broken config")
 
 
-def _wait_task(task_id: str, wait: WaitPlan, iteration: Any, ssh_conn_id: str) -> CheckpointWait:
+def _wait_task(
+    task_id: str, wait: WaitPlan, iteration: Any, ssh_conn_id: str, label: str | None = None
+) -> CheckpointWait:
     return CheckpointWait(
         task_id=task_id,
+        map_index_template=label,
         phase=wait.phase,
         ssh_conn_id=ssh_conn_id,
         checkpoint_dir=wait.checkpoint_dir,
@@ -81,12 +84,18 @@ def _checkpoint_group(
     def arg(key: str) -> Any:
         return MappedArgument(input=expand_input, key=key)
 
+    def label(iteration: str) -> str:
+        # Rendered per instance after its templated fields (MappedArguments) are resolved, so
+        # ``task`` holds this instance's values; Airflow stores it as the TI's rendered_map_index.
+        return f"{{% set iteration = {iteration} | int %}}{group.label}"
+
     with MappedTaskGroup(
         group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
     ) as mapped:
-        wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id)
+        wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id, label("task.iteration"))
         convert = CampaignSlurmOperator(
             task_id="convert_eval",
+            map_index_template=label("task.environment.CKPT_ITER"),
             phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
             script_path=group.script_path,
@@ -152,18 +161,33 @@ def _phase_tasks(
     return group, last
 
 
-def _params(keys: list[str], settings: AirflowSettings) -> ParamsDict:
+def _params(choices: dict[str, str], settings: AirflowSettings) -> ParamsDict:
+    keys = list(choices)
     return ParamsDict(
         {
+            # ``examples`` (not ``items.enum``, which stays for validation) makes the trigger form draw
+            # a multi-select; ``values_display`` names each choice.
             "phases": Param(
                 keys,
                 type="array",
                 items={"type": "string", "enum": keys},
-                description="phases to run (others are skipped)",
+                examples=keys,
+                values_display=choices,
+                title="Phases to run",
+                description="the phases this run drives; the others are skipped",
             ),
-            "dry_run": Param(False, type="boolean", description="render and log the scripts, submit nothing"),
+            "dry_run": Param(
+                False,
+                type="boolean",
+                title="Dry run",
+                description="render and log the Slurm scripts, submit nothing",
+            ),
             "max_attempts": Param(
-                settings.max_attempts, type="integer", minimum=1, description="Slurm submissions per task try"
+                settings.max_attempts,
+                type="integer",
+                minimum=1,
+                title="Slurm submissions per try",
+                description="how often a task submits its job before the task try fails",
             ),
         }
     )
@@ -233,8 +257,8 @@ def materialize(
         ends >> report
     # Set after the tasks: every operator built inside a DAG deep-copies the DAG's Params (once per
     # class in its hierarchy), and the task runner merges the DAG's Params into each task's anyway.
-    dag.params = _params([p.key for p in plan.phases], settings)
-    dag.doc_md = doc_md(plan, str(config_path), digest, dag_plan.notes)
+    dag.params = _params(phase_choices(plan), settings)
+    dag.doc_md = doc_md(dag_plan, str(config_path), digest)
     return dag
 
 

@@ -64,11 +64,14 @@ class CheckpointsPlan:
 
     :param instances: one mapping per iteration: ``iteration``, ``ckpt_iter`` (CKPT_ITER),
         ``completion`` (the command printing 1 once converted and evaluated) and ``output_path``.
+    :param label: what the UI calls an instance: a Jinja template over ``iteration`` (an int), e.g.
+        ``iter 0000400 (cooldown 2B)``; the factory binds ``iteration`` to each task's own argument.
     """
 
     script_path: str
     wait: WaitPlan
     instances: tuple[Mapping[str, Any], ...]
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,18 @@ def _checkpoints(
         for it in phase.checkpoints
     )
     wait = _wait(phase, phase, None, settings, state_dir)
-    return CheckpointsPlan(script_path=script_path, wait=wait, instances=instances)
+    return CheckpointsPlan(
+        script_path=script_path, wait=wait, instances=instances, label=checkpoint_label(phase)
+    )
+
+
+def checkpoint_label(phase: PhasePlan) -> str:
+    """The UI name of a mapped instance: Megatron's checkpoint folder number, plus the cooldown budget.
+
+    Without it the grid lists Map Index 0, 1, 2 and which checkpoint each is cannot be seen.
+    """
+    budget = "" if phase.branch is None else f" (cooldown {phase.branch})"
+    return "iter {{ '%07d' % iteration }}" + budget.replace("{", "{{ '{' }}")
 
 
 def _phase_tasks(

@@ -65,3 +65,18 @@ def test_the_planning_side_imports_no_airflow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_mapped_instances_are_named_by_checkpoint_and_cooldown_budget() -> None:
+    import jinja2
+
+    dag = plan_dag(plan_campaign(campaign(exps=("a",)), SETTINGS)[0], SETTINGS)
+    pretrain, s1, _ = dag.phases
+    assert pretrain.checkpoints is not None
+    assert s1.checkpoints is not None
+
+    def name(label: str, iteration: int) -> str:
+        return jinja2.Environment().from_string(label).render(iteration=iteration)
+
+    assert name(pretrain.checkpoints.label, 400) == "iter 0000400"
+    assert name(s1.checkpoints.label, 12) == "iter 0000012 (cooldown s1)"
