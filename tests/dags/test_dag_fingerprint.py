@@ -26,8 +26,12 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
 # path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
 # was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
-SUMMARY_SHA = "8f89dbcef579ad3322d1d1ed63206492427e8cce2240959d5f5c6ad2e77d03dc"
-SERIALIZED_SHA = "88accc4d932be00c1ecfa879c83c9c65af102eea674c938043e37bba2abb4646"
+# Re-pinned for issue 14 (job identity across runs): the diff against the old pins was exactly the Slurm
+# tasks' `job_name` (None -> `<experiment>-<phase>-train-<hash>` for trainings, `<mapped job_name>` for
+# conversions, whose expand input gained a `job_name` key per checkpoint) and the new template field
+# `submit_lock` (`<remote_dir>/locks/submit.lock`); schedule and catchup are unchanged (None, False).
+SUMMARY_SHA = "20737ebf41c2494e555f69b73db833d6e64e59933be405139604f8208240d5bb"
+SERIALIZED_SHA = "0483ce3bc8f14cb6c8baaa415bdeb47c220ce802fe3dece3fb7dac54b4ec1aea"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

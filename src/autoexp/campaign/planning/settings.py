@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -69,6 +70,22 @@ class _StringList(_Exact):
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise self.error(value)
         return tuple(value)
+
+
+class _Date(_Exact):
+    """A date: YAML's own (``2026-01-01`` unquoted) or an ISO string; kept as the ISO string."""
+
+    def __init__(self) -> None:
+        super().__init__("a date (YYYY-MM-DD, or an ISO date-time)", str, date)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, date):  # datetime is a date too
+            return value.isoformat()
+        try:
+            datetime.fromisoformat(super().check(value))
+        except ValueError:
+            raise self.error(value) from None
+        return value
 
 
 Count = Annotated[int, _Exact("int", int)]
@@ -151,9 +168,13 @@ class AirflowSettings:
     )
     schedule: Annotated[str | None, _Exact("str or null", str, type(None))] = Field(
         default=None,
-        description="DAG schedule (cron or preset such as `@daily`); null: runs only when triggered",
+        description="DAG schedule: cron, preset such as `@daily`, or ISO 8601 duration such as `PT6H`; "
+        "each run is a sweep that drives the experiment on from where it stands; null: runs only when "
+        "triggered",
     )
-    start_date: Text = Field(default="2024-01-01", description="DAG start date (ISO format)")
+    start_date: Annotated[str, _Date()] = Field(
+        default="2024-01-01", description="DAG start date: the first schedule interval starts here"
+    )
     tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
     owner: Text = Field(default="autoexp", description="owner of every task")
     retries: Count = Field(default=2, ge=0, description="Airflow retries of every task")
@@ -212,6 +233,11 @@ class AirflowSettings:
         description="names of the variables and labels the planner reads; the defaults fit AutoExperiment",
     )
     notify: NotifierSettings = Field(default_factory=NotifierSettings, description="where failure alerts go")
+    catchup: Flag = Field(
+        default=False,
+        description="with a schedule: also run the intervals since `start_date` that never ran "
+        "(one sweep each)",
+    )
 
     @property
     def pool_name(self) -> str:

@@ -101,6 +101,11 @@ def test_bad_values_give_one_line_errors(raw: dict[str, object], message: str) -
     [
         ({"schedule": 5}, r"airflow\.schedule: expected str or null, got 5$"),
         ({"paused": "yes"}, r"airflow\.paused: expected bool, got 'yes'$"),
+        ({"catchup": "yes"}, r"airflow\.catchup: expected bool, got 'yes'$"),
+        (
+            {"start_date": "soon"},
+            r"airflow\.start_date: expected a date \(YYYY-MM-DD, or an ISO date-time\), got 'soon'$",
+        ),
         ({"keys": 5}, r"airflow\.keys: expected a mapping of role to variable name, got 5$"),
         ({"keys": {"group": ""}}, r"airflow\.keys\.group: expected a variable name, got ''$"),
         ({"notify": "x"}, r"airflow\.notify: expected a mapping, got 'x'$"),
