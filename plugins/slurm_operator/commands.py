@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
-from slurm_operator.states import ACTIVE_STATES
+from slurm_operator.states import ACTIVE_STATES, ADOPTABLE_STATES
 
 # Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
@@ -153,7 +153,8 @@ shift 4
 exec "$@"
 """
 ADOPT_MARK = "#slurm-operator-adopt"
-_ACTIVE_LIST = ",".join(sorted(s.value for s in ACTIVE_STATES))
+# A COMPLETING job is ending (most often cancelled by the task instance that ran it): not adopted.
+_ADOPTABLE_LIST = ",".join(sorted(s.value for s in ADOPTABLE_STATES))
 
 
 def submit_once(lock_path: str, name: str, sbatch_command: str, wait_secs: int = 120) -> str:
@@ -164,7 +165,7 @@ def submit_once(lock_path: str, name: str, sbatch_command: str, wait_secs: int =
         raise ValueError(f"not a usable Slurm job name: {name!r}")
     words = shlex.split(sbatch_command)
     script = _SUBMIT_ONCE_SCRIPT.replace("$ADOPT_MARK", ADOPT_MARK)
-    return sh(script, _path(lock_path), str(wait_secs), _ACTIVE_LIST, name, *words)
+    return sh(script, _path(lock_path), str(wait_secs), _ADOPTABLE_LIST, name, *words)
 
 
 def scancel(job: str, signal: str | None = None) -> str:

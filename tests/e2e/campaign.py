@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from autoexp.campaign.planning import dag_plan
+from autoexp.campaign.planning.checkout import DEMO_DIR_ENV
+from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.airflow_stack import start_stack as fixture_stack
 
@@ -30,6 +36,22 @@ def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
     path = folder / "demo-reduced.yaml"
     path.write_text(text)
     return path
+
+
+def job_name(
+    config: Path,
+    demo_dir: Path,
+    phase: str = "pretrain",
+    task: str = dag_plan.TRAIN_TASK,
+    iteration: int | None = None,
+) -> str:
+    """The Slurm job name of one task of ``config``'s first experiment: the same in every DAG run."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DEMO_DIR_ENV, str(demo_dir))
+        mp.setenv("AUTOEXP_ROOT", os.environ.get("AUTOEXP_ROOT", str(REPO)))
+        plans, settings = load_plans(config, ())
+    remote_dir = dag_plan.plan_dag(plans[0], settings).remote_dir
+    return dag_plan.job_name(plans[0], remote_dir, phase, task, iteration)
 
 
 def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:
