@@ -44,14 +44,17 @@ def job_name(
     phase: str = "pretrain",
     task: str = dag_plan.TRAIN_TASK,
     iteration: int | None = None,
+    dag_id: str | None = None,
 ) -> str:
-    """The Slurm job name of one task of ``config``'s first experiment: the same in every DAG run."""
+    """The Slurm job name of one task of ``config``'s DAG ``dag_id`` (default: the first): the same
+    in every run of that DAG."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(DEMO_DIR_ENV, str(demo_dir))
         mp.setenv("AUTOEXP_ROOT", os.environ.get("AUTOEXP_ROOT", str(REPO)))
         plans, settings = load_plans(config, ())
-    remote_dir = dag_plan.plan_dag(plans[0], settings).remote_dir
-    return dag_plan.job_name(plans[0], remote_dir, phase, task, iteration)
+    plan = next(p for p in plans if dag_id in (None, p.dag_id))
+    remote_dir = dag_plan.plan_dag(plan, settings).remote_dir
+    return dag_plan.job_name(plan, remote_dir, phase, task, iteration)
 
 
 def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:
