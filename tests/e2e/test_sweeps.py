@@ -145,9 +145,10 @@ def sweeps(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
     stack = start_module_stack(base / "home", scheduled, demo_dir, AUTOEXP_CONFIGS=configs)
     try:
         today = datetime.now(UTC).date()
-        # The last interval is the one an unpaused DAG without catchup runs by itself: the backfill's
-        # run stands for it, so the scheduler adds no run of its own to either DAG.
-        latest = today - timedelta(days=1)
+        # Today's midnight is the run an unpaused DAG without catchup starts by itself (Airflow 3's
+        # cron trigger timetable: the latest fire time); the backfill's run for it stands for it, so
+        # the scheduler adds no run of its own to either DAG.
+        latest = today
         first = latest - timedelta(days=2)
         # Everything starts at once; the tests then wait for their own DAG.
         rerun_dir = demo_dir / "runs_again" / "demo_tiny_lr0.003_bs4"

@@ -6,7 +6,6 @@ when a training counts as done, how long a wait may last, what the report reads)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,7 +16,7 @@ from slurm_operator import naming
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
 from autoexp.campaign.planning.report_data import param_count
-from autoexp.campaign.planning.settings import AirflowSettings
+from autoexp.campaign.planning.settings import DURATION, AirflowSettings
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"
@@ -147,15 +146,11 @@ class _Names(Protocol):
     def __call__(self, phase: str, task: str, iteration: int | None = None) -> str: ...
 
 
-# An ISO 8601 duration (``PT6H``, ``P1D``): a schedule every so long rather than at cron times.
-_DURATION = re.compile(r"^P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$")
-
-
 def dag_schedule(value: str | None) -> str | timedelta | None:
-    """A cron expression or preset as is (Airflow checks it), an ISO 8601 duration as a timedelta."""
+    """A cron expression or preset as is (settings checked it), an ISO 8601 duration as a timedelta."""
     if value is None:
         return None
-    m = _DURATION.match(value)
+    m = DURATION.match(value)
     if not m:
         return value
     days, hours, minutes, seconds = (int(g[:-1]) if g else 0 for g in m.group(1, 3, 4, 5))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from croniter import croniter
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
@@ -85,6 +86,27 @@ class _Date(_Exact):
             datetime.fromisoformat(super().check(value))
         except ValueError:
             raise self.error(value) from None
+        return value
+
+
+# An ISO 8601 duration (``PT6H``, ``P1D``): a run every so long rather than at cron times.
+DURATION = re.compile(r"^P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$")
+_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+class _Schedule(_Exact):
+    """A cron expression, an Airflow preset, an ISO 8601 duration, or null: checked here, because
+    Airflow reads a cron expression only when it schedules (a bad one would fail the whole DAG file)."""
+
+    def __init__(self) -> None:
+        super().__init__("cron, preset (@daily), ISO 8601 duration, or null", str, type(None))
+
+    def check(self, value: Any) -> Any:
+        value = super().check(value)
+        if value is None or value in _PRESETS or DURATION.match(value):
+            return value
+        if value.startswith(("@", "P")) or not croniter.is_valid(value):
+            raise self.error(value)
         return value
 
 
@@ -166,7 +188,7 @@ class AirflowSettings:
     dag_id_prefix: Text = Field(
         default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
     )
-    schedule: Annotated[str | None, _Exact("str or null", str, type(None))] = Field(
+    schedule: Annotated[str | None, _Schedule()] = Field(
         default=None,
         description="DAG schedule: cron, preset such as `@daily`, or ISO 8601 duration such as `PT6H`; "
         "each run is a sweep that drives the experiment on from where it stands; null: runs only when "

@@ -99,7 +99,24 @@ def test_bad_values_give_one_line_errors(raw: dict[str, object], message: str) -
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"schedule": 5}, r"airflow\.schedule: expected str or null, got 5$"),
+        (
+            {"schedule": 5},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, got 5$",
+        ),
+        (
+            {"schedule": "61 * * * *"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, "
+            r"got '61 \* \* \* \*'$",
+        ),
+        (
+            {"schedule": "@fortnightly"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, "
+            r"got '@fortnightly'$",
+        ),
+        (
+            {"schedule": "P"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, got 'P'$",
+        ),
         ({"paused": "yes"}, r"airflow\.paused: expected bool, got 'yes'$"),
         ({"catchup": "yes"}, r"airflow\.catchup: expected bool, got 'yes'$"),
         (
