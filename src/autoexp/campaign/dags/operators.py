@@ -39,16 +39,16 @@ def gate(context: Context, phase: str) -> None:
 class CampaignSlurmOperator(SlurmOperator):
     """SlurmOperator for one phase of an experiment.
 
+    A task whose ``completion_command`` already prints 1 submits nothing and succeeds (a sweep
+    skips done work); one whose job runs under its name in another run adopts that job
+    (``job_name`` and ``submit_lock``, set by the factory).
+
     :param phase: the phase key (``pretrain``, ``cooldown_<branch>``) checked against the ``phases``
         Param; ``max_attempts`` comes from the run's Param too, set before submitting and on every
         resume, so "Trigger DAG w/ config" governs a run already in flight.
     :param start_condition: the YAML's ``start_condition_cmd``, run as given before (re-)attaching
         (AutoExperiment runs it before every submission; the shipped helpers are idempotent); it
         must print 1.
-    A task whose ``completion_command`` already prints 1 submits nothing and succeeds (a sweep
-    skips done work); one whose job runs under its name in another run adopts that job
-    (``job_name`` and ``submit_lock``, set by the factory).
-
     :param state_dir: where the outcome markers go (training tasks only). The last try of a failed
         training writes ``<phase>.failed``, a success ``<phase>.finished``, and its job trigger
         ``<phase>.stopped`` when a user stops the task while it waits; the phase's checkpoint waits
