@@ -56,6 +56,7 @@ def test_serialize_round_trips_through_an_importable_classpath(tmp_path: Path) -
     trigger = make_trigger("c", tmp_path)
     path, kwargs = trigger.serialize()
     assert path == "autoexp.campaign.dags.triggers.PhaseCheckpointTrigger"
+    assert kwargs["watch_job_name"] == "exp-pretrain-train-0123456789"
     assert import_string(path)(**kwargs).serialize() == (path, kwargs)
 
 
