@@ -16,7 +16,8 @@ from slurm_operator import naming
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
 from autoexp.campaign.planning.report_data import param_count
-from autoexp.campaign.planning.settings import DURATION, AirflowSettings
+from autoexp.campaign.planning.schedule import dag_schedule
+from autoexp.campaign.planning.settings import AirflowSettings
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"
@@ -144,17 +145,6 @@ class _Names(Protocol):
     """``job_name`` bound to one experiment and staging folder."""
 
     def __call__(self, phase: str, task: str, iteration: int | None = None) -> str: ...
-
-
-def dag_schedule(value: str | None) -> str | timedelta | None:
-    """A cron expression or preset as is (settings checked it), an ISO 8601 duration as a timedelta."""
-    if value is None:
-        return None
-    m = DURATION.match(value)
-    if not m:
-        return value
-    days, hours, minutes, seconds = (int(g[:-1]) if g else 0 for g in m.group(1, 3, 4, 5))
-    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
 
 
 def _format(template: str, job: JobLike, what: str) -> str:

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from datetime import date, datetime
+from collections.abc import Callable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from croniter import croniter
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, PydanticUndefined, core_schema
+
+from autoexp.campaign.planning import schedule as schedules
 
 _SCHEMA = ConfigDict(extra="forbid")
 
@@ -73,41 +74,18 @@ class _StringList(_Exact):
         return tuple(value)
 
 
-class _Date(_Exact):
-    """A date: YAML's own (``2026-01-01`` unquoted) or an ISO string; kept as the ISO string."""
+class _Parsed(_Exact):
+    """An exact value that ``parse`` must also accept (a ValueError is the key's one-line error)."""
 
-    def __init__(self) -> None:
-        super().__init__("a date (YYYY-MM-DD, or an ISO date-time)", str, date)
+    def __init__(self, text: str, parse: Callable[[Any], Any], *kinds: type) -> None:
+        super().__init__(text, *kinds)
+        self.parse = parse
 
     def check(self, value: Any) -> Any:
-        if isinstance(value, date):  # datetime is a date too
-            return value.isoformat()
         try:
-            datetime.fromisoformat(super().check(value))
+            return self.parse(super().check(value))
         except ValueError:
             raise self.error(value) from None
-        return value
-
-
-# An ISO 8601 duration (``PT6H``, ``P1D``): a run every so long rather than at cron times.
-DURATION = re.compile(r"^P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$")
-_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
-
-
-class _Schedule(_Exact):
-    """A cron expression, an Airflow preset, an ISO 8601 duration, or null: checked here, because
-    Airflow reads a cron expression only when it schedules (a bad one would fail the whole DAG file)."""
-
-    def __init__(self) -> None:
-        super().__init__("cron, preset (@daily), ISO 8601 duration, or null", str, type(None))
-
-    def check(self, value: Any) -> Any:
-        value = super().check(value)
-        if value is None or value in _PRESETS or DURATION.match(value):
-            return value
-        if value.startswith(("@", "P")) or not croniter.is_valid(value):
-            raise self.error(value)
-        return value
 
 
 Count = Annotated[int, _Exact("int", int)]
@@ -188,15 +166,18 @@ class AirflowSettings:
     dag_id_prefix: Text = Field(
         default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
     )
-    schedule: Annotated[str | None, _Schedule()] = Field(
+    schedule: Annotated[
+        str | None,
+        _Parsed("cron, preset (@daily), ISO 8601 duration, or null", schedules.checked, str, type(None)),
+    ] = Field(
         default=None,
         description="DAG schedule: cron, preset such as `@daily`, or ISO 8601 duration such as `PT6H`; "
         "each run is a sweep that drives the experiment on from where it stands; null: runs only when "
         "triggered",
     )
-    start_date: Annotated[str, _Date()] = Field(
-        default="2024-01-01", description="DAG start date: the first schedule interval starts here"
-    )
+    start_date: Annotated[
+        str, _Parsed("a date (YYYY-MM-DD, or an ISO date-time)", schedules.iso_date, str, date)
+    ] = Field(default="2024-01-01", description="DAG start date: the first schedule interval starts here")
     tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
     owner: Text = Field(default="autoexp", description="owner of every task")
     retries: Count = Field(default=2, ge=0, description="Airflow retries of every task")

@@ -6,12 +6,9 @@ import dataclasses
 import re
 import subprocess
 import sys
-from datetime import timedelta
-
-import pytest
 
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.dag_plan import dag_schedule, job_name, plan_dag, wait_budget
+from autoexp.campaign.planning.dag_plan import job_name, plan_dag, wait_budget
 from autoexp.campaign.planning.plan import plan_campaign
 from autoexp.campaign.planning.settings import AirflowSettings
 from tests.autoexp.campaign.planning.jobs import campaign
@@ -97,22 +94,3 @@ def test_a_long_experiment_name_is_shortened_first_and_the_hash_keeps_names_apar
     assert len(first) <= 64
     assert re.fullmatch(r"x+-cooldown_s1-convert_eval-0061036-[0-9a-f]{10}", first)
     assert first != job_name(long, "/r2", "cooldown_s1", "convert_eval", 61036)
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, None),
-        ("@daily", "@daily"),
-        ("*/5 * * * *", "*/5 * * * *"),
-        ("PT6H", timedelta(hours=6)),
-        ("P1DT30M", timedelta(days=1, minutes=30)),
-        ("PT45S", timedelta(seconds=45)),
-    ],
-)
-def test_dag_schedule_keeps_cron_and_presets_and_turns_durations_into_timedeltas(
-    value: str | None, expected: object
-) -> None:
-    assert dag_schedule(value) == expected
-    settings = AirflowSettings(schedule=value, catchup=True)
-    assert plan_dag(plan_campaign(campaign(exps=("a",)), settings)[0], settings).schedule == expected
