@@ -34,6 +34,7 @@ class OperatorArguments(Protocol):
     failure_budget: float
     min_defer_seconds: float
     progress_paths: list[str]
+    submit_lock: str | None
 
 
 def check_arguments(op: OperatorArguments) -> None:
@@ -43,6 +44,8 @@ def check_arguments(op: OperatorArguments) -> None:
         raise AirflowException(f"{task}: give exactly one of script or script_path")
     if not op.remote_dir or not op.remote_dir.startswith("/"):
         raise AirflowException(f"{task}: remote_dir must be an absolute path, got {op.remote_dir!r}")
+    if op.submit_lock is not None and not op.submit_lock.startswith("/"):
+        raise AirflowException(f"{task}: submit_lock must be an absolute path, got {op.submit_lock!r}")
     if op.output_path is not None and "%j" not in op.output_path:
         raise AirflowException(
             f"{task}: output_path {op.output_path!r} must contain %j (one log per attempt)"
@@ -68,7 +71,14 @@ def check_arguments(op: OperatorArguments) -> None:
 def submit_spec(op: OperatorArguments, name: str, output_pattern: str) -> SubmitSpec:
     """What every attempt of job ``name`` is submitted with."""
     return SubmitSpec(
-        op.remote_dir, name, output_pattern, op.script, op.script_path, op.sbatch_args, op.environment
+        op.remote_dir,
+        name,
+        output_pattern,
+        op.script,
+        op.script_path,
+        op.sbatch_args,
+        op.environment,
+        op.submit_lock,
     )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
-from slurm_operator.states import ACTIVE_STATES
+from slurm_operator.states import ACTIVE_STATES, ADOPTABLE_STATES
 
 # Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
@@ -139,6 +139,33 @@ def find_active(name: str) -> str:
     if not _JOB_NAME.match(name):
         raise ValueError(f"not a usable Slurm job name: {name!r}")
     return shlex.join(["squeue", "--me", "-h", "-r", "-o", SQUEUE_FORMAT, f"--name={name}"])
+
+
+# Holds the lock across "is one running?" and sbatch: squeue lists a job as soon as sbatch returns,
+# so a second submitter waiting on the lock sees the first one's job and adopts it.
+_SUBMIT_ONCE_SCRIPT = """mkdir -p -- "$(dirname -- "$1")" || exit 1
+exec 9>>"$1" || exit 1
+flock -w "$2" 9 || { echo "lock $1 not acquired within $2 s" >&2; exit 1; }
+out=$(squeue --me -h -r -o '%i %T' --name="$4") || exit 1
+found=$(printf '%s\\n' "$out" | awk -v active=",$3," 'index(active, "," $2 ",") { print $1 }')
+if [ -n "$found" ]; then echo "$ADOPT_MARK" $found; exit 0; fi
+shift 4
+exec "$@"
+"""
+ADOPT_MARK = "#slurm-operator-adopt"
+# A COMPLETING job is ending (most often cancelled by the task instance that ran it): not adopted.
+_ADOPTABLE_LIST = ",".join(sorted(s.value for s in ADOPTABLE_STATES))
+
+
+def submit_once(lock_path: str, name: str, sbatch_command: str, wait_secs: int = 120) -> str:
+    """Under ``flock`` on ``lock_path``: print ``ADOPT_MARK`` and the ids of the caller's active jobs
+    named ``name`` if any, else run ``sbatch_command`` (from ``sbatch``): one remote command, so
+    two submitters sharing a name never both submit."""
+    if not _JOB_NAME.match(name):
+        raise ValueError(f"not a usable Slurm job name: {name!r}")
+    words = shlex.split(sbatch_command)
+    script = _SUBMIT_ONCE_SCRIPT.replace("$ADOPT_MARK", ADOPT_MARK)
+    return sh(script, _path(lock_path), str(wait_secs), _ADOPTABLE_LIST, name, *words)
 
 
 def scancel(job: str, signal: str | None = None) -> str:

@@ -231,6 +231,24 @@ class SlurmHook:
         log.info("[slurm %s] submitted on %s: %s", job, self.target, command)
         return job
 
+    def submit_once(self, lock_path: str, name: str, **args: Unpack[commands.SubmitArgs]) -> tuple[str, bool]:
+        """Like ``submit``, unless an active job of ours is called ``name``: then ``(its id, True)``.
+
+        The check and the sbatch run under ``flock`` on ``lock_path`` in one remote command
+        (``commands.submit_once``), so submitters sharing a name never both submit. Scripts go
+        by ``script_path`` (a stdin script would be read by the lock's shell).
+        """
+        plan, sbatch = commands.prepare_submit(**args)
+        if plan.stdin is not None:
+            raise ValueError("submit_once needs script_path= or upload_to=")
+        if plan.upload is not None:
+            self.write_text(plan.upload, str(args.get("script")))
+        command = commands.submit_once(lock_path, name, sbatch)
+        result = self.run(command, idempotent=False)
+        job, adopted = parsers.submitted_once(command, result.exit_status, result.stdout, result.stderr)
+        log.info("[slurm %s] %s on %s: %s", job, "adopted" if adopted else "submitted", self.target, command)
+        return job, adopted
+
     def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
         """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks);
         with ``watch``, the same command also reads the cluster's clock and stats those paths."""

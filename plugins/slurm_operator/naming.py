@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 # Slurm itself accepts long names, but `squeue -o %j` and fixed-width sacct columns truncate, and
 # a name must stay greppable in both; 64 characters keeps every name whole in the default views.
@@ -25,13 +26,19 @@ def job_name(dag_id: str, task_id: str, run_id: str, map_index: int | None = Non
     instances distinct, so a name found in squeue re-attaches to the right task instance only.
     """
     index = -1 if map_index is None else map_index
-    identity = "\x1f".join((dag_id, task_id, run_id, str(index)))
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:_DIGEST_LEN]
-    readable = sanitize(f"{prefix}-{dag_id}-{task_id}")
-    if index >= 0:
-        readable = f"{readable}-m{index}"
+    readable = f"{prefix}-{dag_id}-{task_id}" + (f"-m{index}" if index >= 0 else "")
+    return stable_name(readable, (dag_id, task_id, run_id, str(index)))
+
+
+def stable_name(readable: str, identity: Sequence[str]) -> str:
+    """A job name: ``readable`` (sanitized, truncated to fit) and a digest over every ``identity`` part.
+
+    Callers whose jobs outlive one run (a job adopted by the next run) leave the run id out of
+    ``identity``; the digest still tells apart identities whose readable parts truncate alike.
+    """
+    digest = hashlib.sha256("\x1f".join(identity).encode()).hexdigest()[:_DIGEST_LEN]
     room = MAX_JOB_NAME - _DIGEST_LEN - 1
-    return f"{readable[:room].rstrip('_.-')}-{digest}"
+    return f"{sanitize(readable)[:room].rstrip('_.-')}-{digest}"
 
 
 def attempt_output_path(remote_dir: str, name: str) -> str:

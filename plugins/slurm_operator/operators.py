@@ -57,6 +57,10 @@ class SlurmOperator(BaseOperator):
         ``progress_paths`` before it is cancelled as hung and resubmitted (None: off).
     :param startup_timeout: seconds a job runs before it can be judged hung at all.
     :param progress_paths: more remote files whose change means progress (templated).
+    :param submit_lock: cluster file to ``flock`` around "an active job has this name? adopt it,
+        else sbatch" (one remote command): task instances sharing a ``job_name`` (runs of one DAG
+        sweeping the same work) never both submit, even when Airflow's run limit is bypassed.
+        None: submit without that check (a new try still re-attaches to an active job by name).
     """
 
     template_fields: Sequence[str] = (
@@ -70,6 +74,7 @@ class SlurmOperator(BaseOperator):
         "completion_command",
         "progress_command",
         "progress_paths",
+        "submit_lock",
     )
     ui_color = "#c7e9c0"
 
@@ -99,6 +104,7 @@ class SlurmOperator(BaseOperator):
         progress_timeout: float | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         progress_paths: Sequence[str] = (),
+        submit_lock: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -125,6 +131,7 @@ class SlurmOperator(BaseOperator):
         self.progress_timeout = progress_timeout
         self.startup_timeout = startup_timeout
         self.progress_paths = list(progress_paths)
+        self.submit_lock = submit_lock
         self._ledger: Ledger | None = None  # the job history of the try running here, for on_kill
 
     # ----------------------------------------------------------------------------------- entry points

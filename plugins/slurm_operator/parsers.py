@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 
-from slurm_operator.commands import SECTION_MARK
+from slurm_operator.commands import ADOPT_MARK, SECTION_MARK
 from slurm_operator.exceptions import (
     SlurmCommandError,
     SlurmParseError,
@@ -60,6 +60,18 @@ def parse_sbatch(stdout: str) -> str:
     if not m:
         raise SlurmParseError("sbatch --parsable printed no job id", stdout)
     return m.group(1)
+
+
+def submitted_once(command: str, exit_status: int, stdout: str, stderr: str) -> tuple[str, bool]:
+    """``(job id, adopted)`` of a ``commands.submit_once``: the newest active job of the name it
+    found (adopted), or the job its sbatch submitted."""
+    first = stdout.strip().split("\n", 1)[0].split()
+    if exit_status == 0 and first[:1] == [ADOPT_MARK]:
+        ids = first[1:]
+        if not ids or not all(_PARSABLE.match(i) for i in ids):
+            raise SlurmParseError("expected job ids after the adopt mark", stdout)
+        return max(ids, key=lambda i: int(re.sub(r"\D.*", "", i) or 0)), True
+    return submitted_job(command, exit_status, stdout, stderr), False
 
 
 def parse_number(stdout: str, command: str) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from slurm_operator import naming
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import Attempt, JobRecord, Ledger, Verdict
-from slurm_operator.states import TERMINAL_STATES
+from slurm_operator.states import ADOPTABLE_STATES, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ def start_try(
       WAIT on it again (a previous try died or gave up waiting);
     - it is unjudged and ended (or was recorded hung): JUDGE it now;
     - otherwise the new try starts its budget (``window``) and its progress baseline, and
-      re-attaches to an active job of the task's name if there is one, else SUBMITs.
+      re-attaches to an active job of the task's name if there is one (not one already COMPLETING:
+      a name may be shared by the task instances of several runs), else SUBMITs.
     """
     history = Ledger.from_stored(stored, name)
     if history is not None:
@@ -75,7 +76,7 @@ def start_try(
         ledger.window = len(ledger.attempts)
         ledger.baseline = probe(hook)
     ledger.log_offset = 0
-    active = hook.find_active_jobs(name)
+    active = [r for r in hook.find_active_jobs(name) if r.state in ADOPTABLE_STATES]
     if not active:
         return TryStart(SUBMIT, ledger)
     if len(active) > 1:

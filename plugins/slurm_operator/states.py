@@ -105,6 +105,9 @@ ACTIVE_STATES: frozenset[SlurmState] = frozenset(
         SlurmState.RESV_DEL_HOLD,
     }
 )
+# Active jobs a task instance may take over by name: not one already ending (COMPLETING), whose
+# end belongs to whoever cancelled it (another run's stop, most often).
+ADOPTABLE_STATES: frozenset[SlurmState] = ACTIVE_STATES - {SlurmState.COMPLETING}
 SUCCEEDED_STATES: frozenset[SlurmState] = frozenset({SlurmState.COMPLETED})
 FAILED_STATES: frozenset[SlurmState] = frozenset(
     {

@@ -23,6 +23,8 @@ class SubmitSpec:
 
     :param script: the script text, or None to read ``script_path`` on the cluster.
     :param output_pattern: the ``--output`` pattern (``%j`` in it: one log per attempt).
+    :param lock_path: submit only when no active job of ours has ``name``, checked under ``flock``
+        on this cluster file (``SlurmHook.submit_once``); otherwise that job is adopted.
     """
 
     remote_dir: str
@@ -32,6 +34,7 @@ class SubmitSpec:
     script_path: str | None
     sbatch_args: Sequence[str]
     environment: Mapping[str, str] | None
+    lock_path: str | None = None
 
 
 def submit_attempt(
@@ -55,9 +58,29 @@ def submit_attempt(
         # copy is overwritten, even when the history numbering them was lost.
         number = hook.claim_script_copy(base, first_number, text)
         script_copy = naming.attempt_script_path(spec.remote_dir, spec.name, number)
-        job_id = hook.submit(script_path=script_copy, sbatch_args=args, environment=spec.environment)
+        adopted = False
+        if spec.lock_path:
+            job_id, adopted = hook.submit_once(
+                spec.lock_path,
+                spec.name,
+                script_path=script_copy,
+                sbatch_args=args,
+                environment=spec.environment,
+            )
+        else:
+            job_id = hook.submit(script_path=script_copy, sbatch_args=args, environment=spec.environment)
     except SlurmError as exc:
         raise SubmitFailed(f"sbatch of {script_copy} failed: {exc}") from None
     log_path = naming.resolve_output_path(pattern, job_id, spec.name)
+    if adopted:
+        # Another task instance sharing the name submitted it first (an overlapping run).
+        log.info(
+            "adopted active Slurm job %s named %s, log %s (unused copy %s)",
+            job_id,
+            spec.name,
+            log_path,
+            script_copy,
+        )
+        return Attempt(number, job_id, log_path, "", reattached=True, try_number=try_number)
     log.info("submitted attempt %d as Slurm job %s, log %s", number, job_id, log_path)
     return Attempt(number, job_id, log_path, script_copy, try_number=try_number)

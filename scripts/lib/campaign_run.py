@@ -23,7 +23,7 @@ from slurm_operator.parsers import parse_sacct
 from autoexp.campaign.planning import run_layout
 
 if TYPE_CHECKING:
-    from autoexp.campaign.planning.plan import ExperimentPlan
+    from autoexp.campaign.planning.dag_plan import DagPlan
 
 log = logging.getLogger("autoexp.demo")
 
@@ -118,28 +118,31 @@ def slurm_busy_seconds(jobs: list[tuple[str, float, float | None]], since: float
     return busy
 
 
-def critical_path_seconds(
-    plans: Sequence[ExperimentPlan], jobs: list[tuple[str, float, float | None]]
-) -> float:
+def critical_path_seconds(dags: Sequence[DagPlan], jobs: list[tuple[str, float, float | None]]) -> float:
     """Longest chain of dependent Slurm job time in any experiment, from sacct durations.
 
     Chains: pretraining then the conversion of its last checkpoint; and, per cooldown, the part of
     pretraining up to the branch point (pro rata of iterations), the cooldown's training, then the
     conversion of its last checkpoint. Attempts of one task add up; conversions of one phase count
-    their longest job. Job names are ``af-<dag>-<task>...`` (see slurm_operator.naming).
+    their longest job. Jobs are told apart by the names the DAG plan gives them (``dag_plan.job_name``).
     """
     now = time.time()
     longest = 0.0
-    for plan in plans:
+    for dag in dags:
+        plan = dag.experiment
         train: dict[str, float] = {}
         convert: dict[str, float] = {}
-        prefix = f"af-{plan.dag_id}-"
+        tasks = {p.train.job_name: (p.key, True) for p in dag.phases}
+        for p in dag.phases:
+            tasks.update(
+                {i["job_name"]: (p.key, False) for i in (p.checkpoints.instances if p.checkpoints else ())}
+            )
         for name, b, e in jobs:
-            if not name.startswith(prefix):
+            if name not in tasks:
                 continue
-            phase, _, task = name[len(prefix) :].partition(".")
+            phase, is_train = tasks[name]
             took = (e if e is not None else now) - b
-            if task.startswith("train"):
+            if is_train:
                 train[phase] = train.get(phase, 0.0) + took
             else:
                 convert[phase] = max(convert.get(phase, 0.0), took)
@@ -182,10 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
     args = parser.parse_args(argv)
 
+    from autoexp.campaign.planning.dag_plan import plan_dag
     from autoexp.campaign.planning.plan import config_errors, load_plans
 
     try:
-        plans, _ = load_plans(args.config)
+        plans, settings = load_plans(args.config)
         if args.check:
             from autoexp.campaign.dags.factory import build_dags
 
@@ -219,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_report(Path(run_layout.report_dir(plan.pretrain.run_dir)))
     jobs = sacct_jobs(_sacct_since(t0))
     busy = slurm_busy_seconds(jobs, t0, t1)
-    critical = critical_path_seconds(plans, jobs)
+    critical = critical_path_seconds([plan_dag(plan, settings) for plan in plans], jobs)
     print(
         f"\ncampaign wall {t1 - t0:.0f} s (whole demo incl. set-up {t1 - args.started:.0f} s), {len(jobs)} "
         f"Slurm jobs\n  Slurm critical path {critical:.0f} s -> orchestration overhead (wall - critical "

@@ -32,9 +32,13 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # plain words instead of the variables table, each mapped wait and convert_eval task's
 # `map_index_template` ("iter 0000400", "+ (cooldown 2B)" in cooldowns), and the Params' schemas
 # (titles, reworded descriptions, `examples` and `values_display` for `phases`). Each part was checked
-# alone on its branch; the merged pins below are (a) + (b).
-SUMMARY_SHA = "PIN"
-SERIALIZED_SHA = "PIN"
+# alone on its branch; the merged pins below are (a) + (b) + (c).
+# (c) Re-pinned for issue 14 (job identity across runs): the diff against the old pins was exactly the Slurm
+# tasks' `job_name` (None -> `<experiment>-<phase>-train-<hash>` for trainings, `<mapped job_name>` for
+# conversions, whose expand input gained a `job_name` key per checkpoint) and the new template field
+# `submit_lock` (`<remote_dir>/locks/submit.lock`); schedule and catchup are unchanged (None, False).
+SUMMARY_SHA = "ec07df5ddd4eee80857d9be542d8a988ee0826af66543082708708a3e54b7a0f"
+SERIALIZED_SHA = "f6836182c9b0757aa338d5fe6a8634f9acef5b43df60007e01fdf2f54c5c9a88"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

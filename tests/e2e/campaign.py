@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from autoexp.campaign.planning import dag_plan
+from autoexp.campaign.planning.checkout import DEMO_DIR_ENV
+from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.airflow_stack import start_stack as fixture_stack
 
@@ -30,6 +36,25 @@ def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
     path = folder / "demo-reduced.yaml"
     path.write_text(text)
     return path
+
+
+def job_name(
+    config: Path,
+    demo_dir: Path,
+    phase: str = "pretrain",
+    task: str = dag_plan.TRAIN_TASK,
+    iteration: int | None = None,
+    dag_id: str | None = None,
+) -> str:
+    """The Slurm job name of one task of ``config``'s DAG ``dag_id`` (default: the first): the same
+    in every run of that DAG."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DEMO_DIR_ENV, str(demo_dir))
+        mp.setenv("AUTOEXP_ROOT", os.environ.get("AUTOEXP_ROOT", str(REPO)))
+        plans, settings = load_plans(config, ())
+    plan = next(p for p in plans if dag_id in (None, p.dag_id))
+    remote_dir = dag_plan.plan_dag(plan, settings).remote_dir
+    return dag_plan.job_name(plan, remote_dir, phase, task, iteration)
 
 
 def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:

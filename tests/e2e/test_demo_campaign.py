@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator import naming
 
-from tests.e2e.campaign import DAG_ID, REPO, reduced_config, start_stack
+from tests.e2e.campaign import DAG_ID, REPO, job_name, reduced_config, start_stack
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
 
@@ -34,8 +33,9 @@ def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> 
         env={**slurm_cluster.env(), "PYTHONPATH": str(REPO / "include")},
         timeout=300,
     )
-    stack = start_stack(airflow_stack_factory, reduced_config(tmp_path), demo_dir)
-    return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster}
+    config = reduced_config(tmp_path)
+    stack = start_stack(airflow_stack_factory, config, demo_dir)
+    return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster, "config": config}
 
 
 def sacct_names(cluster: Any, pattern: str) -> list[str]:
@@ -67,8 +67,9 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
     # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
     stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
-    # This run's job only: other tests of the session leave pretrain.train jobs in accounting too.
-    train_job = naming.job_name(DAG_ID, "pretrain.train", run_id)
+    # This campaign's job only: other tests of the session leave pretrain.train jobs in accounting too
+    # (names are the same in every run of a DAG, and differ by campaign folder).
+    train_job = job_name(campaign["config"], demo_dir)
     before = wait_for_jobs(cluster, train_job, "RUNNING", timeout=120)
     assert len(before) == 1, before
     stack.api(

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator import naming
 
-from tests.e2e.campaign import DAG_ID, reduced_config, start_module_stack
+from tests.e2e.campaign import DAG_ID, job_name, reduced_config, start_module_stack
 from tests.fixtures import checkpoint_layouts as layouts
 from tests.fixtures import session
 from tests.fixtures.airflow_stack import AirflowStack
@@ -52,6 +51,7 @@ class Campaign:
     cluster: LocalCluster
     checkpoints: Path
     measured: Path
+    train_job: str  # the training's Slurm job name: the same in every run
 
     def db(self) -> str:
         return self.stack.database_url.rsplit("/", 1)[1]
@@ -68,14 +68,17 @@ def campaign(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
     stack = start_module_stack(base / "home", config, demo_dir)
     try:
         checkpoints = demo_dir / "runs" / "demo_tiny_lr0.003_bs4" / "checkpoints"
-        yield Campaign(stack, slurm_cluster, checkpoints, base / "measured.json")
+        train_job = job_name(config, demo_dir)
+        yield Campaign(stack, slurm_cluster, checkpoints, base / "measured.json", train_job)
     finally:
         stack.stop()
 
 
-def job_state(cluster: LocalCluster, name: str) -> str | None:
-    states = {row[2].split()[0] for row in sacct_rows(cluster, name)}
-    assert len(states) <= 1, f"more than one job named {name}: {states}"
+def job_state(cluster: LocalCluster, name: str, earlier: set[str]) -> str | None:
+    """The state of this run's job ``name``: every run names its training alike, so the jobs of the
+    runs before (``earlier``: their ids) are left out."""
+    states = {row[2].split()[0] for row in sacct_rows(cluster, name) if row[0] not in earlier}
+    assert len(states) <= 1, f"more than one job named {name} in this run: {states}"
     return states.pop() if states else None
 
 
@@ -122,15 +125,20 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
     c, stack = campaign, campaign.stack
     measured: list[dict[str, Any]] = []
     run_id = stack.trigger(DAG_ID, {"max_attempts": 1}, timeout=300)
+    name, earlier = c.train_job, set[str]()
     for i, (sig, when) in enumerate(PLAN):
-        name = naming.job_name(DAG_ID, TRAIN, run_id)
         until(
             f"{TRAIN} deferred",
             lambda r=run_id: ti_states(stack, r).get((TRAIN, -1)) == "deferred",
             300,
             stack,
         )
-        until(f"job {name} RUNNING", lambda n=name: job_state(c.cluster, n) == "RUNNING", 120, stack)
+        until(
+            f"job {name} RUNNING",
+            lambda n=name, e=earlier: job_state(c.cluster, n, e) == "RUNNING",
+            120,
+            stack,
+        )
         row: dict[str, Any] = {"run": i, "restart": sig.name if sig else None, "mark": when}
         if sig is not None:
             old = newest_triggerer(c)
@@ -156,7 +164,11 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
         # Queued behind this run (max_active_runs=1): it may start only once this one has ended.
         next_run = stack.trigger(DAG_ID, {"max_attempts": 1}) if i < len(PLAN) - 1 else None
         until(
-            f"job {name} CANCELLED", lambda n=name: job_state(c.cluster, n) == "CANCELLED", limit, stack, 0.2
+            f"job {name} CANCELLED",
+            lambda n=name, e=earlier: job_state(c.cluster, n, e) == "CANCELLED",
+            limit,
+            stack,
+            0.2,
         )
         row["cancel_s"] = round(time.monotonic() - marked, 1)
         until("the waits skipped", lambda r=run_id: waits_skipped(stack, r), limit + 60, stack, 0.2)
@@ -171,6 +183,7 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
         assert len(waits) == 3, states
         assert all(states[w] == "skipped" for w in waits), states
         assert _run_state(stack, run_id) == "failed"
+        earlier.update(row[0] for row in sacct_rows(c.cluster, name))  # this run's job, cancelled
         if next_run is not None:
             # The next run is not held up by the stopped one's waits.
             started = until(

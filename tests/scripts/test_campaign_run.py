@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
+from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.scripts import REPO
 
@@ -47,17 +48,20 @@ def test_busy_time_is_the_union_of_job_intervals() -> None:
 
 
 def test_critical_path_follows_pretraining_branch_points_and_cooldowns() -> None:
-    plans, _ = load_plans(REPO / "config" / "demo.yaml")
+    plans, settings = load_plans(REPO / "config" / "demo.yaml")
     plan = plans[0]  # pretraining 60 iterations; cooldown_8K branches at 20, cooldown_12K at 40
     assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_8K", 20), ("cooldown_12K", 40)]
-    name = f"af-{plan.dag_id}-"
+    dag, other = plan_dag(plan, settings), plan_dag(plans[1], settings)
+    pretrain, _, cooldown = dag.phases
+    assert pretrain.checkpoints is not None
+    assert cooldown.checkpoints is not None
     jobs = [
-        (name + "pretrain.train-aaaa", 0.0, 50.0),  # a failed first attempt counts too
-        (name + "pretrain.train-aaaa", 50.0, 110.0),
-        (name + "pretrain.checkpoints.c-m2-bbbb", 110.0, 140.0),
-        (name + "cooldown_12K.train-cccc", 80.0, 120.0),
-        (name + "cooldown_12K.checkpoint-m0-dddd", 120.0, 170.0),
-        ("af-other_dag-pretrain.train-eeee", 0.0, 1000.0),
+        (pretrain.train.job_name, 0.0, 50.0),  # a failed first attempt counts too
+        (pretrain.train.job_name, 50.0, 110.0),
+        (pretrain.checkpoints.instances[2]["job_name"], 110.0, 140.0),
+        (cooldown.train.job_name, 80.0, 120.0),
+        (cooldown.checkpoints.instances[0]["job_name"], 120.0, 170.0),
+        (other.phases[0].train.job_name, 0.0, 1000.0),
     ]
     # pretrain chain: 110 + 30 = 140; cooldown_12K: 110 * 40/60 + 40 + 50 = 163.3; cooldown_8K: 110/3.
-    assert round(critical_path_seconds([plan], jobs), 1) == 163.3
+    assert round(critical_path_seconds([dag], jobs), 1) == 163.3

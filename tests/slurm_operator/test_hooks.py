@@ -154,6 +154,25 @@ def test_find_active_jobs(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
         hook.cancel(job)
 
 
+def test_submit_once_adopts_the_active_job_of_the_name(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    """The real flock, squeue and sbatch: a second submitter of the name gets the first one's job."""
+    name = f"autoexp-once-{time.time_ns()}"
+    base = f"{slurm_cluster.jobs_dir}/{name}"
+    lock, script = f"{base}/locks/submit.lock", f"{base}/job.sh"
+    args = ["-J", name, "--output=/dev/null"]
+    first, adopted = hook.submit_once(
+        lock, name, script="#!/bin/bash\nsleep 60\n", upload_to=script, sbatch_args=args
+    )
+    try:
+        assert not adopted
+        assert hook.submit_once(lock, name, script_path=script, sbatch_args=args) == (first, True)
+        with pytest.raises(ValueError, match="submit_once needs script_path= or upload_to="):
+            hook.submit_once(lock, name, script="#!/bin/bash\n")
+    finally:
+        hook.cancel(first)
+    assert [r.job_id for r in hook.find_active_jobs(name)] in ([], [first])  # ending, never a second
+
+
 def test_files(hook: SlurmHook, slurm_cluster: LocalCluster, tmp_path: Path) -> None:
     base = f"{slurm_cluster.jobs_dir}/files-{time.time_ns()}"
     hook.write_text(f"{base}/deep/a.txt", "héllo\nworld\n")

@@ -179,6 +179,14 @@ def test_an_active_job_of_the_name_is_re_attached_numbered_after_the_history() -
     assert new["log_path"] == f"/r/{NAME}-151.out"
 
 
+def test_a_job_of_the_name_already_completing_is_not_taken_over() -> None:
+    """Names may be shared across runs: a job ending (another run's stop) is that run's business."""
+    cluster = Cluster()
+    cluster.active = [JobRecord("152", NAME, SlurmState.COMPLETING)]
+    start = _start(cluster, None)
+    assert (start.action, start.ledger.attempts) == (recovery.SUBMIT, [])
+
+
 def test_the_budget_window_and_an_own_cancel_in_decide() -> None:
     carry = _carry(_attempt(1, "FAILED", "fail"), _attempt(2, "TIMEOUT", "resubmit"), _attempt(3), window=1)
     assert [a.attempt for a in Ledger.from_dict(carry).budget()] == [2, 3]

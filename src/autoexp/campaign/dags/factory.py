@@ -25,6 +25,7 @@ from autoexp.campaign.planning.checkout import HELPERS_DIR
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
+    CONVERT_TASK,
     TRAIN_TASK,
     CheckpointsPlan,
     DagPlan,
@@ -68,6 +69,7 @@ def _wait_task(
         state_dir=wait.state_dir,
         watch_phase=wait.watch_phase,
         watch_output=wait.watch_output,
+        watch_job_name=wait.watch_job_name,
         timeout_secs=wait.timeout_secs,
         poll_interval=wait.poll_interval,
         settle_seconds=wait.settle_seconds,
@@ -94,7 +96,7 @@ def _checkpoint_group(
     ) as mapped:
         wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id, label("task.iteration"))
         convert = CampaignSlurmOperator(
-            task_id="convert_eval",
+            task_id=CONVERT_TASK,
             map_index_template=label("task.environment.CKPT_ITER"),
             phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
@@ -104,6 +106,8 @@ def _checkpoint_group(
             environment={"CKPT_ITER": arg("ckpt_iter")},
             completion_command=arg("completion"),
             output_path=arg("output_path"),
+            job_name=arg("job_name"),
+            submit_lock=dag_plan.submit_lock,
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
             poll_interval=phase.poll_interval,
@@ -137,6 +141,8 @@ def _phase_tasks(
             script_path=train_plan.script_path,
             remote_dir=dag_plan.remote_dir,
             output_path=train_plan.output_path,
+            job_name=train_plan.job_name,
+            submit_lock=dag_plan.submit_lock,
             completion_regex=train_plan.completion_regex,
             completion_command=train_plan.completion_command,
             progress_command=train_plan.progress_command,
@@ -200,9 +206,9 @@ def materialize(
     plan = dag_plan.experiment
     with DAG(
         dag_id=plan.dag_id,
-        schedule=settings.schedule,
+        schedule=dag_plan.schedule,
         start_date=datetime.fromisoformat(settings.start_date),
-        catchup=False,
+        catchup=settings.catchup,
         max_active_runs=1,
         # Explicit values: each one left out is a configuration lookup per DAG at parse time.
         max_active_tasks=_MAX_ACTIVE_TASKS,

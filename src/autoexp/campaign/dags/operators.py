@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from slurm_operator import events
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.resubmission import completion_command_says_done
 from slurm_operator.triggers import SlurmJobTrigger
 
 from autoexp.campaign.dags import task_callables
@@ -37,6 +38,10 @@ def gate(context: Context, phase: str) -> None:
 
 class CampaignSlurmOperator(SlurmOperator):
     """SlurmOperator for one phase of an experiment.
+
+    A task whose ``completion_command`` already prints 1 submits nothing and succeeds (a sweep
+    skips done work); one whose job runs under its name in another run adopts that job
+    (``job_name`` and ``submit_lock``, set by the factory).
 
     :param phase: the phase key (``pretrain``, ``cooldown_<branch>``) checked against the ``phases``
         Param; ``max_attempts`` comes from the run's Param too, set before submitting and on every
@@ -70,9 +75,22 @@ class CampaignSlurmOperator(SlurmOperator):
             self._hook().run(
                 run_layout.remove_file(self._marker(context, FAILED), self._marker(context, STOPPED))
             )
+        if self._done_already():
+            # A sweep (a scheduled, backfilled or re-triggered run) goes on from where the experiment
+            # stands: work another run finished is not submitted again.
+            self.log.info("work already done (%s printed 1): no Slurm job submitted", self.completion_command)
+            return self._run_marking_outcome(context, list)
         if self.start_condition:
             task_callables.check_start_condition(self._hook(), self.start_condition, self.task_id)
         return self._run_marking_outcome(context, lambda: super(CampaignSlurmOperator, self).execute(context))
+
+    def _done_already(self) -> bool:
+        """The completion command (training: tracker at TRAIN_ITERS; conversion: its done marker and
+        results) says done before anything is submitted; a failing command is "not done"."""
+        if not self.completion_command:
+            return False
+        result = self._hook().run(self.completion_command)
+        return result.exit_status == 0 and completion_command_says_done(result.stdout)
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
@@ -130,6 +148,7 @@ class CheckpointWait(BaseOperator):
     :param state_dir: where the training task of ``watch_phase`` leaves its outcome markers.
     :param watch_phase: the phase whose training writes this checkpoint.
     :param watch_output: that training's ``--output`` pattern (a cancel by the wait leaves its marker).
+    :param watch_job_name: that training's Slurm job name (cancelled when its task was stopped).
     :param timeout_secs: the wait budget (derived from the training's time budget).
     """
 
@@ -149,6 +168,7 @@ class CheckpointWait(BaseOperator):
         watch_output: str = "",
         poll_interval: float = 60,
         settle_seconds: float = 30,
+        watch_job_name: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -162,6 +182,7 @@ class CheckpointWait(BaseOperator):
         self.timeout_secs = timeout_secs
         self.poll_interval = poll_interval
         self.settle_seconds = settle_seconds
+        self.watch_job_name = watch_job_name
 
     def execute(self, context: Context) -> None:
         gate(context, self.phase)
@@ -178,6 +199,7 @@ class CheckpointWait(BaseOperator):
                 stopped_path=outcome_path(self.state_dir, run_id, self.watch_phase, STOPPED),
                 watch_task_id=f"{self.watch_phase}.{TRAIN_TASK}",
                 watch_output=self.watch_output,
+                watch_job_name=self.watch_job_name,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout_secs),

@@ -72,6 +72,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     :param watch_task_id: the training's task id in this run; stopped (``ti_states.STOPPED``)
         without a failed/finished marker: the wait is skipped. Read through the triggerer, one
         request per half poll interval for all the waits of a run; "" turns it off.
+    :param watch_job_name: the training's Slurm job name (the same in every run), to cancel what
+        still runs of a stopped training; "": the plugin's per-run default name.
     :param grace: seconds a checkpoint may still take to settle once a marker is seen (default
         three settle periods and three polls); then the wait ends with an error naming the iteration.
     Other parameters: ``RemotePathTrigger``'s and ``CheckpointCondition``'s.
@@ -92,6 +94,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         stopped_path: str = "",
         watch_task_id: str = "",
         watch_output: str = "",
+        watch_job_name: str = "",
         **_: Any,
     ) -> None:
         super().__init__(
@@ -109,6 +112,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self.stopped_path = stopped_path
         self.watch_task_id = watch_task_id
         self.watch_output = watch_output
+        self.watch_job_name = watch_job_name
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
         self._ended: str | None = None  # why the iteration cannot come any more (an outcome marker)
         self._ended_at = 0.0
@@ -164,7 +168,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         state = await ti_states.shared_task_state(ti.dag_id, ti.run_id, self.watch_task_id, max_age)
         if state not in ti_states.STOPPED:
             return None
-        await self._cancel_training(hook, naming.job_name(ti.dag_id, self.watch_task_id, ti.run_id))
+        name = self.watch_job_name or naming.job_name(ti.dag_id, self.watch_task_id, ti.run_id)
+        await self._cancel_training(hook, name)
         return f"its training task {self.watch_task_id} is {state}"
 
     async def _cancel_training(self, hook: AsyncSlurmHook, name: str) -> None:

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Protocol
+
+from slurm_operator import naming
 
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
 from autoexp.campaign.planning.report_data import param_count
+from autoexp.campaign.planning.schedule import dag_schedule
 from autoexp.campaign.planning.settings import AirflowSettings
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"
+# The conversion+evaluation task's id inside a phase's mapped checkpoint group.
+CONVERT_TASK = "convert_eval"
 # A phase without a Slurm time limit: its waits give up after a week.
 _UNBOUNDED_WAIT = 7 * 86400.0
 # Time a submission may sit in the queue, on top of the attempts' time limits.
@@ -32,6 +38,7 @@ class WaitPlan:
     :param state_dir: where ``watch_phase``'s training leaves its outcome markers.
     :param watch_output: that training's ``--output`` pattern (a cancel by the wait leaves its marker).
     :param timeout_secs: the wait budget (see ``wait_budget``).
+    :param watch_job_name: that training's Slurm job name (a wait cancels it when its task was stopped).
     """
 
     phase: str
@@ -43,11 +50,13 @@ class WaitPlan:
     timeout_secs: float
     poll_interval: float
     settle_seconds: float
+    watch_job_name: str
 
 
 @dataclass(frozen=True)
 class TrainPlan:
-    """A phase's training task: its script, log pattern, start condition and completion checks."""
+    """A phase's training task: its script, log pattern, start condition and completion checks;
+    ``job_name``: its Slurm job name, the same in every run (``job_name``)."""
 
     script_path: str
     output_path: str
@@ -56,6 +65,7 @@ class TrainPlan:
     completion_command: str
     progress_command: str
     progress_paths: tuple[str, ...]
+    job_name: str
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,8 @@ class CheckpointsPlan:
     """The mapped group of a phase: per expected iteration, wait for the checkpoint, then convert+eval.
 
     :param instances: one mapping per iteration: ``iteration``, ``ckpt_iter`` (CKPT_ITER),
-        ``completion`` (the command printing 1 once converted and evaluated) and ``output_path``.
+        ``completion`` (the command printing 1 once converted and evaluated), ``output_path`` and
+        ``job_name`` (the same in every run).
     :param label: what the UI calls an instance: a Jinja template over ``iteration`` (an int), e.g.
         ``iter 0000400 (cooldown 2B)``; the factory binds ``iteration`` to each task's own argument.
     """
@@ -93,6 +104,8 @@ class DagPlan:
     :param scripts: job name -> where stage uploads its rendered script.
     :param copies: job name -> the script's copy next to its log ("" for none).
     :param report_phases: what the report task reads per phase (JSON primitives only).
+    :param submit_lock: the cluster file every Slurm task locks to submit its job at most once.
+    :param schedule: the DAG's schedule (``dag_schedule``).
     """
 
     experiment: ExperimentPlan
@@ -104,11 +117,37 @@ class DagPlan:
     report_phases: tuple[Mapping[str, Any], ...]
     eval_results_dir: str
     report_dir: str
+    submit_lock: str
+    schedule: str | timedelta | None
 
     @property
     def notes(self) -> list[str]:
         """Replacements of the YAML's own checks, shown on the DAG page."""
         return [note for phase in self.phases for note in phase.notes]
+
+
+def job_name(
+    plan: ExperimentPlan, remote_dir: str, phase: str, task: str, iteration: int | None = None
+) -> str:
+    """The Slurm job name of one task of the experiment, the same in every DAG run.
+
+    No run id in it: a second run (re-trigger, backfill interval, overlapping run) finds the job
+    the first one left running by this name and adopts it instead of training into the same
+    checkpoint folder. Readable in squeue: ``<experiment>-<phase>-<task>[-<iteration>]-<hash>``,
+    the experiment's name shortened first; the hash (over the DAG id and staging folder too) keeps
+    experiments whose names shorten alike apart.
+    """
+    tail = f"-{phase}-{task}" + (f"-{iteration:07d}" if iteration is not None else "")
+    room = naming.MAX_JOB_NAME - 11 - len(tail)
+    short = naming.sanitize(plan.name)[: max(room, 8)].rstrip("_.-")
+    identity = (plan.dag_id, remote_dir, phase, task, "" if iteration is None else str(iteration))
+    return naming.stable_name(short + tail, identity)
+
+
+class _Names(Protocol):
+    """``job_name`` bound to one experiment and staging folder."""
+
+    def __call__(self, phase: str, task: str, iteration: int | None = None) -> str: ...
 
 
 def _format(template: str, job: JobLike, what: str) -> str:
@@ -151,9 +190,14 @@ def _poll_interval(phase: PhasePlan, settings: AirflowSettings) -> float:
 
 
 def _wait(
-    waiter: PhasePlan, watched: PhasePlan, iteration: int | None, settings: AirflowSettings, state_dir: str
+    waiter: PhasePlan,
+    watched: PhasePlan,
+    iteration: int | None,
+    settings: AirflowSettings,
+    state_dir: str,
+    watch_job_name: str,
 ) -> WaitPlan:
-    """``waiter``'s wait for a checkpoint of ``watched``'s training."""
+    """``waiter``'s wait for a checkpoint of ``watched``'s training (``watch_job_name``: its job)."""
     return WaitPlan(
         phase=waiter.key,
         checkpoint_dir=watched.checkpoint_dir,
@@ -164,11 +208,12 @@ def _wait(
         timeout_secs=wait_budget(watched, settings),
         poll_interval=_poll_interval(waiter, settings),
         settle_seconds=settings.checkpoint_settle_secs,
+        watch_job_name=watch_job_name,
     )
 
 
 def _checkpoints(
-    phase: PhasePlan, settings: AirflowSettings, script_path: str, state_dir: str
+    phase: PhasePlan, settings: AirflowSettings, script_path: str, state_dir: str, names: _Names
 ) -> CheckpointsPlan:
     assert phase.convert is not None
     out = phase.convert.output_file
@@ -178,10 +223,11 @@ def _checkpoints(
             "ckpt_iter": str(it),
             "completion": run_layout.marker_exists(phase.run_dir, it),
             "output_path": run_layout.convert_output(out, phase.run_dir, it),
+            "job_name": names(phase.key, CONVERT_TASK, it),
         }
         for it in phase.checkpoints
     )
-    wait = _wait(phase, phase, None, settings, state_dir)
+    wait = _wait(phase, phase, None, settings, state_dir, names(phase.key, TRAIN_TASK))
     return CheckpointsPlan(
         script_path=script_path, wait=wait, instances=instances, label=checkpoint_label(phase)
     )
@@ -202,10 +248,12 @@ def _phase_tasks(
     settings: AirflowSettings,
     scripts: Mapping[str, str],
     state_dir: str,
+    names: _Names,
 ) -> PhaseTasksPlan:
     branch_wait = None
     if phase.branch is not None and not phase.from_scratch:
-        branch_wait = _wait(phase, plan.pretrain, phase.start_iter, settings, state_dir)
+        pretrain_job = names(plan.pretrain.key, TRAIN_TASK)
+        branch_wait = _wait(phase, plan.pretrain, phase.start_iter, settings, state_dir, pretrain_job)
     completion, notes = train_completion(phase)
     train = TrainPlan(
         script_path=scripts[phase.train.name],
@@ -215,10 +263,11 @@ def _phase_tasks(
         completion_command=completion,
         progress_command=run_layout.tracker_value(phase.checkpoint_dir),
         progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
+        job_name=names(phase.key, TRAIN_TASK),
     )
     checkpoints = None
     if phase.convert is not None:
-        checkpoints = _checkpoints(phase, settings, scripts[phase.convert.name], state_dir)
+        checkpoints = _checkpoints(phase, settings, scripts[phase.convert.name], state_dir, names)
     return PhaseTasksPlan(
         key=phase.key,
         poll_interval=_poll_interval(phase, settings),
@@ -257,14 +306,20 @@ def plan_dag(plan: ExperimentPlan, settings: AirflowSettings) -> DagPlan:
                 scripts[job.name] = run_layout.script_path(remote_dir, job.name)
                 copies[job.name] = run_layout.script_copy(job.output_file, job.name)
     state_dir = run_layout.state_dir(remote_dir)
+
+    def names(phase: str, task: str, iteration: int | None = None) -> str:
+        return job_name(plan, remote_dir, phase, task, iteration)
+
     return DagPlan(
         experiment=plan,
         remote_dir=remote_dir,
         state_dir=state_dir,
         scripts=scripts,
         copies=copies,
-        phases=tuple(_phase_tasks(phase, plan, settings, scripts, state_dir) for phase in plan.phases),
+        phases=tuple(_phase_tasks(phase, plan, settings, scripts, state_dir, names) for phase in plan.phases),
         report_phases=_report_phases(plan),
         eval_results_dir=run_layout.eval_results_dir(plan.pretrain.run_dir),
         report_dir=run_layout.report_dir(plan.pretrain.run_dir),
+        submit_lock=run_layout.submit_lock(remote_dir),
+        schedule=dag_schedule(settings.schedule),
     )

@@ -100,6 +100,11 @@ def state_dir(remote_dir: str) -> str:
     return posixpath.join(remote_dir, "state")
 
 
+def submit_lock(remote_dir: str) -> str:
+    """The file every Slurm task of an experiment locks around "is its job running? else sbatch"."""
+    return f"{remote_dir.rstrip('/')}/locks/submit.lock"
+
+
 def outcome_path(states: str, run_id: str, phase: str, outcome: str) -> str:
     """Marker the phase's training task leaves on the cluster: ``<state_dir>/<run>/<phase>.<outcome>``."""
     return f"{states.rstrip('/')}/{naming.sanitize(run_id)}/{phase}.{outcome}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -18,6 +19,8 @@ from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, Valid
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, PydanticUndefined, core_schema
+
+from autoexp.campaign.planning import schedule as schedules
 
 _SCHEMA = ConfigDict(extra="forbid")
 
@@ -69,6 +72,20 @@ class _StringList(_Exact):
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise self.error(value)
         return tuple(value)
+
+
+class _Parsed(_Exact):
+    """An exact value that ``parse`` must also accept (a ValueError is the key's one-line error)."""
+
+    def __init__(self, text: str, parse: Callable[[Any], Any], *kinds: type) -> None:
+        super().__init__(text, *kinds)
+        self.parse = parse
+
+    def check(self, value: Any) -> Any:
+        try:
+            return self.parse(super().check(value))
+        except ValueError:
+            raise self.error(value) from None
 
 
 Count = Annotated[int, _Exact("int", int)]
@@ -163,11 +180,18 @@ class AirflowSettings:
     dag_id_prefix: Text = Field(
         default="", pattern=next(iter(_PATTERNS)), description="prefix of every DAG id"
     )
-    schedule: Annotated[str | None, _Exact("str or null", str, type(None))] = Field(
+    schedule: Annotated[
+        str | None,
+        _Parsed("cron, preset (@daily), ISO 8601 duration, or null", schedules.checked, str, type(None)),
+    ] = Field(
         default=None,
-        description="DAG schedule (cron or preset such as `@daily`); null: runs only when triggered",
+        description="DAG schedule: cron, preset such as `@daily`, or ISO 8601 duration such as `PT6H`; "
+        "each run is a sweep that drives the experiment on from where it stands; null: runs only when "
+        "triggered",
     )
-    start_date: Text = Field(default="2024-01-01", description="DAG start date (ISO format)")
+    start_date: Annotated[
+        str, _Parsed("a date (YYYY-MM-DD, or an ISO date-time)", schedules.iso_date, str, date)
+    ] = Field(default="2024-01-01", description="DAG start date: the first schedule interval starts here")
     tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
     owner: Text = Field(default="autoexp", description="owner of every task")
     retries: Count = Field(default=2, ge=0, description="Airflow retries of every task")
@@ -226,6 +250,11 @@ class AirflowSettings:
         description="names of the variables and labels the planner reads; the defaults fit AutoExperiment",
     )
     notify: NotifierSettings = Field(default_factory=NotifierSettings, description="where failure alerts go")
+    catchup: Flag = Field(
+        default=False,
+        description="with a schedule: also run the intervals since `start_date` that never ran "
+        "(one sweep each)",
+    )
 
     @property
     def pool_name(self) -> str:

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from slurm_operator.operators import SlurmOperator
+from slurm_operator.records import CommandResult
 
+from autoexp.campaign.dags import task_callables
 from autoexp.campaign.dags.operators import CampaignSlurmOperator, ReportOperator, gate
 from autoexp.campaign.planning.run_layout import outcome_path
 
@@ -83,3 +86,50 @@ def test_report_of_a_dry_run_is_skipped() -> None:
     report = ReportOperator(task_id="report", report_args={})
     with pytest.raises(AirflowSkipException, match="dry run"):
         report.execute({"params": {"dry_run": True}})  # type: ignore[typeddict-item]
+
+
+class DoneCluster:
+    """The hook calls of a training task up to submitting: commands run, markers written."""
+
+    def __init__(self, done: str) -> None:
+        self.done = done
+        self.ran: list[str] = []
+        self.written: dict[str, str] = {}
+
+    def run(self, command: str, **_: Any) -> CommandResult:
+        self.ran.append(command)
+        return CommandResult(0, self.done if command == "check-done" else "", "")
+
+    def write_text(self, path: str, text: str) -> None:
+        self.written[path] = text
+
+
+def _sweep(done: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Any, DoneCluster, list[str]]:
+    cluster = DoneCluster(done)
+    op = train_task("slurm_x", tmp_path)
+    op.completion_command = "check-done"
+    op.start_condition = "start-ok"
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    monkeypatch.setattr(task_callables, "check_start_condition", lambda *a: cluster.ran.append("start"))
+    submitted: list[str] = []
+    monkeypatch.setattr(SlurmOperator, "execute", lambda self, ctx: submitted.append("execute") or ["job"])
+    ctx = {**context(1, 1), "params": {"phases": ["pretrain"]}}
+    return op.execute(ctx), cluster, submitted  # type: ignore[arg-type]
+
+
+def test_work_another_run_finished_is_not_submitted_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result, cluster, submitted = _sweep("1\n", monkeypatch, tmp_path)
+    assert (result, submitted) == ([], [])
+    assert cluster.ran[-1] == "check-done"  # asked before the start condition, and nothing after
+    finished = outcome_path(str(tmp_path), "manual__1", "pretrain", "finished")
+    assert cluster.written == {finished: "done\n"}  # this run's waits see the training as done
+
+
+def test_work_not_done_goes_on_to_the_start_condition_and_the_job(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result, cluster, submitted = _sweep("0\n", monkeypatch, tmp_path)
+    assert (result, submitted) == (["job"], ["execute"])
+    assert cluster.ran[-2:] == ["check-done", "start"]

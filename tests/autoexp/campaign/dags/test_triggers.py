@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpoi
         finished_path=str(base / "state" / "pretrain.finished"),
         stopped_path=str(base / "state" / "pretrain.stopped"),
         watch_task_id="pretrain.train",
+        watch_job_name="exp-pretrain-train-0123456789",
         settle_seconds=0.3,
         poll_interval=0.2,
         grace=1.0,
@@ -54,6 +56,7 @@ def test_serialize_round_trips_through_an_importable_classpath(tmp_path: Path) -
     trigger = make_trigger("c", tmp_path)
     path, kwargs = trigger.serialize()
     assert path == "autoexp.campaign.dags.triggers.PhaseCheckpointTrigger"
+    assert kwargs["watch_job_name"] == "exp-pretrain-train-0123456789"
     assert import_string(path)(**kwargs).serialize() == (path, kwargs)
 
 
@@ -218,18 +221,24 @@ def submit_sleeper(conn_id: str, tmp_path: Path, name: str = "sleeper") -> tuple
     return hook, job
 
 
+@pytest.mark.parametrize("given_name", [False, True])
 async def test_a_training_stopped_without_its_on_kill_is_cancelled_by_its_waits(
-    slurm_cluster: Any, tmp_path: Path, comms: Any
+    slurm_cluster: Any, tmp_path: Path, comms: Any, given_name: bool
 ) -> None:
-    """Marked failed while its trigger was not running (a triggerer restarting or frozen): no on_kill."""
+    """Marked failed while its trigger was not running (a triggerer restarting or frozen): no on_kill.
+
+    The job is found by the name the campaign gives it (``watch_job_name``, the same in every run),
+    or else by the plugin's per-run default name.
+    """
     from slurm_operator import naming
 
     (tmp_path / "checkpoints").mkdir()
     comms({"p9.train": "failed"})  # not pretrain.train: the e2e tests look for those jobs by name
-    name = naming.job_name("d", "p9.train", "r1")
+    name = f"exp-p9-train-{time.time_ns()}" if given_name else naming.job_name("d", "p9.train", "r1")
     hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path, name)
     try:
         wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+        wait.watch_job_name = name if given_name else ""
         wait.watch_task_id = "p9.train"
         wait.watch_output = str(tmp_path / "train-%j.out")
         wait.task_instance = FakeTI()  # type: ignore[assignment]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.dag_plan import plan_dag, wait_budget
+from autoexp.campaign.planning.dag_plan import job_name, plan_dag, wait_budget
 from autoexp.campaign.planning.plan import plan_campaign
 from autoexp.campaign.planning.settings import AirflowSettings
 from tests.autoexp.campaign.planning.jobs import campaign
@@ -80,3 +81,31 @@ def test_mapped_instances_are_named_by_checkpoint_and_cooldown_budget() -> None:
 
     assert name(pretrain.checkpoints.label, 400) == "iter 0000400"
     assert name(s1.checkpoints.label, 12) == "iter 0000012 (cooldown s1)"
+
+
+def test_job_names_are_the_same_in_every_run_readable_and_distinct() -> None:
+    plans = plan_campaign(campaign(exps=("a", "b")), SETTINGS)
+    dag = plan_dag(plans[0], SETTINGS)
+    pretrain, s1, _ = dag.phases
+    assert dag == plan_dag(plans[0], SETTINGS)  # nothing run-specific: a second run finds the job
+    assert re.fullmatch(r"a-pretrain-train-[0-9a-f]{10}", pretrain.train.job_name)
+    assert pretrain.checkpoints is not None
+    converts = [i["job_name"] for i in pretrain.checkpoints.instances]
+    assert re.fullmatch(r"a-pretrain-convert_eval-0000004-[0-9a-f]{10}", converts[0])
+    assert len({pretrain.train.job_name, s1.train.job_name, *converts}) == 5
+    # Each wait knows the job of the training it watches (to cancel it when that task is stopped).
+    assert s1.branch_wait is not None
+    assert s1.branch_wait.watch_job_name == pretrain.train.job_name
+    assert pretrain.checkpoints.wait.watch_job_name == pretrain.train.job_name
+    other = plan_dag(plans[1], SETTINGS).phases[0].train.job_name
+    assert other.startswith("b-pretrain-train-")
+    assert dag.submit_lock == "/logs/a/autoexp/locks/submit.lock"
+
+
+def test_a_long_experiment_name_is_shortened_first_and_the_hash_keeps_names_apart() -> None:
+    plan = plan_campaign(campaign(exps=("a",)), SETTINGS)[0]
+    long = dataclasses.replace(plan, name="x" * 100)
+    first = job_name(long, "/r1", "cooldown_s1", "convert_eval", 61036)
+    assert len(first) <= 64
+    assert re.fullmatch(r"x+-cooldown_s1-convert_eval-0061036-[0-9a-f]{10}", first)
+    assert first != job_name(long, "/r2", "cooldown_s1", "convert_eval", 61036)

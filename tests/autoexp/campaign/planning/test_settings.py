@@ -99,8 +99,30 @@ def test_bad_values_give_one_line_errors(raw: dict[str, object], message: str) -
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"schedule": 5}, r"airflow\.schedule: expected str or null, got 5$"),
+        (
+            {"schedule": 5},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, got 5$",
+        ),
+        (
+            {"schedule": "61 * * * *"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, "
+            r"got '61 \* \* \* \*'$",
+        ),
+        (
+            {"schedule": "@fortnightly"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, "
+            r"got '@fortnightly'$",
+        ),
+        (
+            {"schedule": "P"},
+            r"airflow\.schedule: expected cron, preset \(@daily\), ISO 8601 duration, or null, got 'P'$",
+        ),
         ({"paused": "yes"}, r"airflow\.paused: expected bool, got 'yes'$"),
+        ({"catchup": "yes"}, r"airflow\.catchup: expected bool, got 'yes'$"),
+        (
+            {"start_date": "soon"},
+            r"airflow\.start_date: expected a date \(YYYY-MM-DD, or an ISO date-time\), got 'soon'$",
+        ),
         ({"keys": 5}, r"airflow\.keys: expected a mapping of role to variable name, got 5$"),
         ({"keys": {"group": ""}}, r"airflow\.keys\.group: expected a variable name, got ''$"),
         ({"notify": "x"}, r"airflow\.notify: expected a mapping, got 'x'$"),

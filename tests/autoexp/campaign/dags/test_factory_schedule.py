@@ -1,0 +1,47 @@
+"""The `airflow:` schedule keys reach the DAG; every Slurm task gets its run-independent job name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+
+from autoexp.campaign.dags.factory import build_dags
+from tests.e2e.campaign import reduced_config
+
+
+def _dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: str) -> DAG:
+    monkeypatch.setenv("AUTOEXP_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("AUTOEXP_CACHE_DIR", "off")
+    config = reduced_config(tmp_path, ("  paused: false\n", f"  paused: false\n{settings}"))
+    (dag,) = build_dags(config)
+    return dag
+
+
+def test_a_duration_schedule_with_catchup_and_an_unquoted_start_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dag = _dag(tmp_path, monkeypatch, "  schedule: PT1H\n  catchup: true\n  start_date: 2026-01-01\n")
+    assert (dag.schedule, dag.catchup, dag.max_active_runs) == (timedelta(hours=1), True, 1)
+    assert dag.start_date == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_by_default_runs_come_only_from_triggers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dag = _dag(tmp_path, monkeypatch, "")
+    assert (dag.schedule, dag.catchup) == (None, False)
+
+
+def test_slurm_tasks_share_the_experiment_s_lock_and_name_their_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dag = _dag(tmp_path, monkeypatch, "")
+    train: Any = dag.get_task("pretrain.train")
+    assert train.job_name.startswith("demo_tiny_lr0.003_bs4-pretrain-train-")
+    assert train.submit_lock == f"{tmp_path}/demo/runs/demo_tiny_lr0.003_bs4/autoexp/locks/submit.lock"
+    convert: Any = dag.get_task("pretrain.checkpoints.convert_eval")
+    assert convert.submit_lock == train.submit_lock
+    wait: Any = dag.get_task("pretrain.checkpoints.wait")
+    assert wait.watch_job_name == train.job_name
