@@ -1,8 +1,8 @@
-"""The optional `airflow:` section of a campaign YAML: its declared schema, one-line errors, docs table.
+"""The optional `airflow:` section of a campaign YAML: its declared schema and one-line errors.
 
 The pydantic dataclasses below are the one place each key is declared: type, default, bounds and
-description. Validation errors become `FILE:LINE: airflow.KEY: message`; `settings_table()` renders
-the keys table of docs/config.md. No Airflow import.
+description. Validation errors become `FILE:LINE: airflow.KEY: message`; the keys table of
+docs/config.md is generated from them (`settings_table`). No Airflow import.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails, PydanticCustomError, PydanticUndefined, core_schema
+from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from autoexp.campaign.planning import schedule as schedules
 
@@ -358,52 +358,3 @@ def parse_settings(raw: Mapping[str, Any] | None, config_path: Path | None = Non
         first = min(exc.errors(), key=lambda e: order.get(str(e["loc"][0]) if e["loc"] else "", -1))
         dotted, message = _explain(first)
     raise SettingsError(f"{_line_of(config_path, dotted)}: airflow.{dotted}: {message}")
-
-
-def _doc_default(info: FieldInfo) -> str:
-    value = info.default
-    if value is PydanticUndefined:
-        return ""  # a section: its keys follow
-    if value is None:
-        return "`null`"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, float):
-        return f"`{value:g}`"
-    if isinstance(value, tuple):
-        return f"`[{', '.join(value)}]`"
-    return f"`{value}`" if value != "" else '`""`'
-
-
-def _doc_type_and_allowed(info: FieldInfo) -> tuple[str, str]:
-    if _is_section(info.annotation):
-        return "mapping", ""
-    exact = _exact(info)
-    allowed = [f"`{v}`" for v in get_args(info.annotation)] if exact is None else []
-    for meta in info.metadata:
-        allowed += [
-            f"{op} {getattr(meta, key)}" for key, op in (("ge", ">="), ("gt", ">")) if hasattr(meta, key)
-        ]
-        if getattr(meta, "min_length", None) == 1 or getattr(meta, "nonempty", False):
-            allowed.append("not empty")
-        if getattr(meta, "pattern", None) in _PATTERNS:
-            allowed.append(_PATTERNS[meta.pattern])
-    kind = "str" if exact is None else f"{exact.unit} ({exact.text})" if exact.unit else exact.text
-    return kind, ", ".join(allowed)
-
-
-def settings_table() -> str:
-    """The Markdown table of every `airflow:` key, generated from the schema (docs/config.md embeds it)."""
-    rows = ["| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
-
-    def add(section: Any, prefix: str) -> None:
-        for name, info in _fields(section).items():
-            kind, allowed = _doc_type_and_allowed(info)
-            rows.append(
-                f"| `{prefix}{name}` | {kind} | {_doc_default(info)} | {allowed} | {info.description} |"
-            )
-            if _is_section(info.annotation):
-                add(info.annotation, f"{prefix}{name}.")
-
-    add(AirflowSettings, "")
-    return "\n".join(rows) + "\n"

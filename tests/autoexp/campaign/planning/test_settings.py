@@ -12,8 +12,8 @@ from autoexp.campaign.planning.settings import (
     Keys,
     SettingsError,
     parse_settings,
-    settings_table,
 )
+from autoexp.campaign.planning.settings_table import settings_table
 
 DOCS = Path(__file__).resolve().parents[4] / "docs" / "config.md"
 
