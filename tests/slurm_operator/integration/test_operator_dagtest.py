@@ -188,7 +188,11 @@ def test_reattaches_to_an_active_job_of_the_same_name_instead_of_submitting(
     run = run_dag_test(_dag("so_reattach", slurm_cluster, tmp_path, "#!/bin/bash\nexit 9\n", job_name=name))
     (attempt,) = _attempts(run)
     assert (attempt["job_id"], attempt["state"], attempt["reattached"]) == (earlier, "COMPLETED", True)
-    assert [r[0] for r in sacct_rows(slurm_cluster, name)] == [earlier]
+    # slurmdbd records a job a moment after it ends: wait for the row (30 s at most), then compare.
+    deadline = time.monotonic() + 30
+    while not (rows := sacct_rows(slurm_cluster, name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [r[0] for r in rows] == [earlier]
     assert not (tmp_path / "run" / "scripts").exists()  # nothing was uploaded, nothing submitted
 
 

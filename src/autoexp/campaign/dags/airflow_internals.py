@@ -5,7 +5,9 @@ Each entry says why no public API does the job. Airflow upgrades break here firs
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 # -- DAG building (used by the factory) -------------------------------------------------------------
@@ -52,3 +54,22 @@ def task_states_in(response: object, run_id: str) -> dict[str, str | None] | Non
     if not isinstance(response, TaskStatesResult):
         return None
     return {str(k): None if v is None else str(v) for k, v in response.task_states.get(run_id, {}).items()}
+
+
+# -- the DAG processor's callbacks (used by alerts) -------------------------------------------------
+# The DAG processor runs the callbacks of a task failed from outside (marked failed, killed) and of a
+# DAG run's end. Its channel to its parent serves a few requests only (``processor.ToManager``): no
+# task state store, no XCom push. A request of another kind is dropped by the parent and the callback
+# waits for an answer forever: the file's parse then times out and its DAGs go stale (their REST
+# endpoints answer 404). No public API says where a callback runs; the caller is on the stack.
+_DAG_PROCESSOR_FILE = "/airflow/dag_processing/processor.py"
+
+
+def in_dag_processor_callback() -> bool:
+    """Whether this code runs inside a callback the DAG processor executes."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith(_DAG_PROCESSOR_FILE):
+            return True
+        frame = frame.f_back
+    return False

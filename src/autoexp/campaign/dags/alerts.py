@@ -12,6 +12,8 @@ from airflow.sdk import BaseNotifier, Context, conf
 from slurm_operator.records import Ledger
 from slurm_operator.task_state import XCOM_JOB_ID, state_get
 
+from autoexp.campaign.dags.airflow_internals import in_dag_processor_callback
+
 log = logging.getLogger(__name__)
 FAILURE_KEY = "autoexp_failure"  # XCom a failed task leaves for its run's one alert
 _MAX_TAIL = 4000
@@ -62,7 +64,8 @@ def failure_of(context: Context) -> Failure:
         at=datetime.now(UTC).isoformat(),
         error=str(context.get("exception") or "")[-_MAX_TAIL:],
     )
-    stored = state_get(context)
+    # The DAG processor's channel serves no task state store: asking would hang (airflow_internals).
+    stored = None if in_dag_processor_callback() else state_get(context)
     if isinstance(stored, dict) and stored.get("attempts"):
         last = Ledger.from_dict(stored).current
         return _with_job(failure, last.job_id, last.shown_state, last.exit_code, last.log_path)
@@ -86,6 +89,11 @@ def record_failure(context: Context) -> None:
     Every task of a failed training fails (the train task, then each checkpoint wait): one alert per
     task would be dozens for one cause, so the DAG's failure callback sends one naming the earliest.
     """
+    if in_dag_processor_callback():
+        # A task failed from outside (marked failed, killed): the DAG processor serves no XCom push
+        # (asking would hang its parse, see airflow_internals); the run's alert names it by its state.
+        log.info("task %s failed from outside: not recorded, the run's alert names it", context["ti"].task_id)
+        return
     try:
         context["ti"].xcom_push(key=FAILURE_KEY, value=asdict(failure_of(context)))
     except Exception as exc:  # e.g. run by the DAG processor for a task killed from outside

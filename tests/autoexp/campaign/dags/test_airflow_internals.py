@@ -46,3 +46,32 @@ def test_the_task_states_request_and_its_answer_round_trip() -> None:
     assert airflow_internals.task_states_in(answer, "r1") == {"a": "running", "b_3": None}
     assert airflow_internals.task_states_in(answer, "other run") == {}
     assert airflow_internals.task_states_in({"task_states": {}}, "r1") is None
+
+
+# -- the DAG processor's callbacks (used by alerts) -------------------------------------------------
+
+
+def test_the_dag_processor_serves_neither_the_task_state_store_nor_xcom_pushes() -> None:
+    """Why alerts must not touch them there: such a request would wait forever (the parse times out)."""
+    import typing
+
+    from airflow.dag_processing import processor
+
+    union = typing.get_args(processor.ToManager)[0]
+    served = {getattr(t, "__name__", "") for t in typing.get_args(union)}
+    assert {"GetTaskStates", "GetXCom"} <= served
+    assert not {"GetTaskStateStore", "SetXCom"} & served
+    assert callable(processor._execute_task_callbacks)  # where task callbacks run
+    assert "callback(context)" in inspect.getsource(processor._execute_task_callbacks)
+
+
+def test_a_callback_run_by_the_dag_processor_is_told_apart() -> None:
+    assert airflow_internals.in_dag_processor_callback() is False
+    code = compile(
+        "def _execute_task_callbacks(probe):\n    return probe()\n",
+        "/venv/lib/python3.11/site-packages/airflow/dag_processing/processor.py",
+        "exec",
+    )
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    assert namespace["_execute_task_callbacks"](airflow_internals.in_dag_processor_callback) is True
