@@ -213,6 +213,11 @@ class SlurmOperator(BaseOperator):
             check=self.completion_check,
         )
 
+    def on_resubmit(self, context: Context, ended: Attempt, reason: str) -> None:
+        """Called once per resubmission within a try, after ``ended`` was judged and before the next
+        sbatch (e.g. to alert: an Airflow retry callback never sees these). Default: nothing. An
+        exception here is logged and does not stop the resubmission."""
+
     # ----------------------------------------------------------------------------------- helpers
     def _hook(self) -> SlurmHook:
         return SlurmHook(self.ssh_conn_id)
@@ -302,6 +307,10 @@ class SlurmOperator(BaseOperator):
         if decision.verdict is Verdict.SUCCEED:
             return ledger.results()
         if decision.verdict is Verdict.RESUBMIT:
+            try:
+                self.on_resubmit(context, ledger.current, decision.reason)
+            except Exception:  # an alert that cannot be sent must not cost the training its next attempt
+                self.log.exception("on_resubmit failed; resubmitting anyway")
             self._submit(context, hook, ledger)
             return self._wait(context, hook, ledger)
         raise AirflowException(resubmission.failure_message(hook, ledger.current, decision))

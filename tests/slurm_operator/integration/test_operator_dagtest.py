@@ -24,9 +24,21 @@ pytestmark = [pytest.mark.slurm, pytest.mark.airflow]
 MARKER = "after training is done"
 
 
-def _dag(dag_id: str, cluster: LocalCluster, tmp: Path, script: str, **op: Any) -> DAG:
+class _NotingResubmits(SlurmOperator):
+    """Writes each on_resubmit call to a file (the operator instance may be rebuilt between calls)."""
+
+    def on_resubmit(self, context: Any, ended: Any, reason: str) -> None:
+        with open(Path(self.remote_dir) / "resubmits.log", "a") as out:
+            out.write(f"{ended.attempt} {ended.job_id} {ended.state.value} {reason}\n")
+        if ended.attempt == 1:
+            raise RuntimeError("alert channel down")  # must not cost the job its next attempt
+
+
+def _dag(
+    dag_id: str, cluster: LocalCluster, tmp: Path, script: str, op_class: type = SlurmOperator, **op: Any
+) -> DAG:
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        SlurmOperator(
+        op_class(
             task_id="job",
             ssh_conn_id=cluster.conn_id,
             script=script,
@@ -86,8 +98,23 @@ def test_completed_without_marker_is_resubmitted_until_done(
         "#!/bin/bash\nn=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n"
         f"echo run $n\nif [ $n -ge 3 ]; then echo '{MARKER}'; fi\n"
     )
-    dag = _dag("so_resubmit", slurm_cluster, tmp_path, script, completion_regex=MARKER, max_attempts=5)
+    dag = _dag(
+        "so_resubmit",
+        slurm_cluster,
+        tmp_path,
+        script,
+        op_class=_NotingResubmits,
+        completion_regex=MARKER,
+        max_attempts=5,
+    )
     attempts = _attempts(run_dag_test(dag))
+    # on_resubmit ran once per resubmission, before it, with the attempt that ended; its failure
+    # on the first call did not stop the second submission.
+    calls = (tmp_path / "run" / "resubmits.log").read_text().splitlines()
+    assert [c.split()[:3] for c in calls] == [
+        [str(a["attempt"]), a["job_id"], "COMPLETED"] for a in attempts[:2]
+    ], calls
+    assert all("completion" in c for c in calls), calls
     assert [(a["attempt"], a["state"], a["completion_ok"]) for a in attempts] == [
         (1, "COMPLETED", False),
         (2, "COMPLETED", False),

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseNotifier, Context, conf
-from slurm_operator.records import Ledger
+from slurm_operator.records import Attempt, Ledger
 from slurm_operator.task_state import XCOM_JOB_ID, state_get
 
 from autoexp.campaign.dags.airflow_internals import in_dag_processor_callback
@@ -185,6 +185,24 @@ def retry_alert(context: Context, experiment: str) -> tuple[str, str]:
         f"autoexp RETRY: experiment={experiment} task={failure.where()} slurm_job={failure.job_id or '-'}"
     )
     return subject, f"{subject}\n{failure.summary()}\n{run_link(dag_id, run_id)}"
+
+
+def resubmit_alert(context: Context, experiment: str, ended: Attempt, reason: str) -> tuple[str, str]:
+    """Subject and body of a Slurm resubmission within one try (time limit, node failure...)."""
+    dag_id, run_id = _run_of(context)
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    where = ti.task_id + (f"[{map_index}]" if map_index is not None and map_index >= 0 else "")
+    subject = (
+        f"autoexp RESUBMIT: experiment={experiment} task={where} slurm_job={ended.job_id} "
+        f"attempt={ended.attempt}"
+    )
+    exit_code = "-" if ended.exit_code is None else ended.exit_code
+    body = (
+        f"{subject}\nslurm_job={ended.job_id} state={ended.shown_state} exit_code={exit_code} "
+        f"log={ended.log_path or '-'}\nresubmitting: {reason}"
+    )
+    return subject, f"{body}\n{run_link(dag_id, run_id)}"
 
 
 def success_alert(context: Context, experiment: str) -> tuple[str, str]:

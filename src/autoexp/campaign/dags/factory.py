@@ -14,7 +14,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup
 from airflow.sdk.definitions.param import ParamsDict
 
 from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
-from autoexp.campaign.dags.notifier import dag_alerts, task_alerts
+from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
     CampaignSlurmOperator,
     CheckpointWait,
@@ -156,6 +156,7 @@ def _phase_tasks(
             startup_timeout=settings.startup_timeout,
             progress_paths=list(train_plan.progress_paths),
             pool=settings.pool_name,
+            resubmit_alert=resubmit_alerts(dag_plan.experiment.name, settings.notify),
         )
         last: list[Any] = [train]
         mapped = None

@@ -14,11 +14,13 @@ from typing import Any
 from airflow.sdk import BaseNotifier, Context
 from airflow.sdk.definitions.callback import SyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+from slurm_operator.records import Attempt
 
 from autoexp.campaign.dags.alerts import (
     FailureRecorder,
     deadline_alert,
     failure_alert,
+    resubmit_alert,
     retry_alert,
     success_alert,
 )
@@ -154,6 +156,23 @@ def dag_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
             callback=SyncCallback(deadline_missed, kwargs=kwargs),
         )
     return alerts
+
+
+@dataclass(frozen=True)
+class ResubmitAlert:
+    """A training operator's ``resubmit_alert``: one alert per Slurm resubmission within a try."""
+
+    experiment: str
+    target: Target
+
+    def __call__(self, context: Context, ended: Attempt, reason: str) -> None:
+        subject, text = resubmit_alert(context, self.experiment, ended, reason)
+        self.target.send(subject, text, context)
+
+
+def resubmit_alerts(experiment: str, notify: NotifierSettings) -> ResubmitAlert | None:
+    """What a Slurm operator calls when it resubmits its job (``notify.on_retry``), or None."""
+    return ResubmitAlert(experiment, Target.of(notify)) if notify.on_retry else None
 
 
 def task_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from slurm_operator import events
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.records import Attempt
 from slurm_operator.resubmission import completion_command_says_done
 from slurm_operator.triggers import SlurmJobTrigger
 
@@ -55,9 +56,18 @@ class CampaignSlurmOperator(SlurmOperator):
         watch them and stop waiting at once instead of for the whole wait budget.
     """
 
-    def __init__(self, *, phase: str, start_condition: str = "", state_dir: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        phase: str,
+        start_condition: str = "",
+        state_dir: str = "",
+        resubmit_alert: Callable[[Context, Attempt, str], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.phase = phase
+        self.resubmit_alert = resubmit_alert
         self.start_condition = start_condition
         self.state_dir = state_dir
 
@@ -107,6 +117,11 @@ class CampaignSlurmOperator(SlurmOperator):
         if self.state_dir and run_id:
             stopped = outcome_path(self.state_dir, run_id, self.phase, STOPPED)
         return CampaignJobTrigger(**kwargs, stopped_path=stopped)
+
+    def on_resubmit(self, context: Context, ended: Attempt, reason: str) -> None:
+        """The ``notify.on_retry`` alert: a resubmission within one try is a retry to the user."""
+        if self.resubmit_alert is not None:
+            self.resubmit_alert(context, ended, reason)
 
     def _marker(self, context: Context, outcome: str) -> str:
         return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)

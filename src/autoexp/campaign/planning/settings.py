@@ -151,7 +151,7 @@ class NotifierSettings:
     )
     on_retry: Flag = Field(
         default=False,
-        description="also alert when a task is retried (it re-attaches to or resubmits its job)",
+        description="also alert on each Airflow retry of a task and each Slurm resubmission of a training",
     )
     on_success: Flag = Field(default=False, description="also alert when a campaign run succeeds")
     deadline_secs: Seconds = Field(
