@@ -1,5 +1,6 @@
 """A training that fails for good: its waits end at once (not after their 7-day default), and the run
-sends exactly one alert, by mail, naming the training's Slurm job, state and log."""
+sends exactly one failure alert, by mail, naming the training's Slurm job, state and log; the deadline
+alert the config asks for (1 s: missed by any run) arrives once too, from the scheduler's executor."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.fixtures.alert_sinks import SmtpSink, mail_text
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
-NOTIFY = "  notify: {kind: smtp, to: [ops@example.org], conn_id: alerts_smtp}\n"
+NOTIFY = "  notify: {kind: smtp, to: [ops@example.org], conn_id: alerts_smtp, deadline_secs: 1}\n"
 
 
 def test_failed_training_fails_its_waits_fast_and_mails_once(
@@ -57,12 +58,20 @@ def test_failed_training_fails_its_waits_fast_and_mails_once(
         assert took < 300, took
 
         # The dag-processor runs the run's failure callback: one mail, however many tasks failed.
-        stack.poll("the failure mail", lambda: smtp.mails or None, timeout=120, interval=2)
+        def subjects(word: str) -> list[str]:
+            return [str(m["Subject"]) for m in smtp.mails if m["Subject"].startswith(f"autoexp {word}")]
+
+        stack.poll("the failure mail", lambda: subjects("FAILED") or None, timeout=120, interval=2)
         # Per-task alerts would have been sent by the tasks themselves, before the run failed; a few
         # seconds more let a late duplicate of the run's alert show.
         time.sleep(5)
-        assert len(smtp.mails) == 1, [m["Subject"] for m in smtp.mails]
-        text = mail_text(smtp.mails[0])
+        assert len(subjects("FAILED")) == 1, [m["Subject"] for m in smtp.mails]
+        late = subjects("LATE")
+        assert len(late) == 1, [m["Subject"] for m in smtp.mails]
+        assert late[0].endswith(f"run={run_id} not done 1 s after queueing"), late
+        assert len(smtp.mails) == 2, [m["Subject"] for m in smtp.mails]
+        (failure,) = [m for m in smtp.mails if m["Subject"].startswith("autoexp FAILED")]
+        text = mail_text(failure)
         train_log = stack.task_log(DAG_ID, run_id, "pretrain.train")
         job_id = re.search(r"Slurm job (\d+) FAILED", train_log)
         assert job_id is not None, train_log[-3000:]
