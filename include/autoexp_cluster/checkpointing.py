@@ -229,9 +229,11 @@ def load_checkpoint(
         template: dict[str, Any] = {"model": model_sd}
         if load_optim:
             template["optimizer"] = _sharded_optimizer_state(model, opt, model_sd)
-        # megatron's loader unpickles .metadata with plain pickle: vet it first; common.pt goes
-        # through torch.load(weights_only=True) with Megatron-LM's own classes as placeholders.
+        # megatron's loader unpickles .metadata with plain pickle and common.pt with weights_only
+        # but its own raw error: vet both first (one-line refusal); then load with Megatron-LM's
+        # own classes as placeholders.
         load_dcp_metadata(path / ".metadata")
+        torch_load(path / "common.pt")
         with allowed_for(path / "common.pt"):
             loaded = dist_checkpointing.load(template, str(path))
         model.load_state_dict(loaded["model"])
