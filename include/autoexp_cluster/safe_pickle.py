@@ -132,7 +132,9 @@ def allowed_for(path: Path) -> Iterator[None]:
         try:
             named = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
         except (ValueError, RuntimeError, pickle.UnpicklingError) as exc:
-            raise UnsafeCheckpointError(f"{path}: not a torch.save file ({_first_line(exc)})") from exc
+            raise UnsafeCheckpointError(
+                f"{path}: unreadable, not a torch.save file ({_first_line(exc)})"
+            ) from exc
         inert = [(placeholder_for(name), name) for name in named if _is_inert(name)]
         torch.serialization.add_safe_globals([*extra_safe_globals(), *inert])
         yield

@@ -51,5 +51,5 @@ def test_unsupported_combination_is_refused(megatron_runtime: Any, tmp_path: Pat
 def test_half_written_checkpoint_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "iter_0000005" / "mp_rank_00").mkdir(parents=True)
     (tmp_path / "iter_0000005" / "mp_rank_00" / "model_optim_rng.pt").write_bytes(b"\x80\x02truncated")
-    with pytest.raises(ConversionError, match=r"iter_0000005: unreadable"):
+    with pytest.raises(ConversionError, match=r"iter_0000005/mp_rank_00/model_optim_rng.pt: unreadable"):
         convert(tmp_path / "iter_0000005", tmp_path / "hf")
