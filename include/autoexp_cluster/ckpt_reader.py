@@ -59,9 +59,10 @@ class _SafeFileSystemReader(FileSystemReader):
             raise UnsafeCheckpointError(
                 f"{self.path}/.metadata: holds {type(metadata).__name__}, not Metadata"
             )
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = StorageMeta()
+        storage_meta.load_id = self.load_id
         return metadata
 
 

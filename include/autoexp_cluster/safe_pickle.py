@@ -45,6 +45,8 @@ class Placeholder:
     """
 
     qualified_name = "?"
+    args: tuple[Any, ...]
+    state: Any
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Placeholder:
         inst = super().__new__(cls)
