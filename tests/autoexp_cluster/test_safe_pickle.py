@@ -13,7 +13,7 @@ import torch
 from autoexp_cluster.convert import ConversionError, convert
 from autoexp_cluster.safe_pickle import Placeholder, UnsafeCheckpointError, placeholder_for
 
-from tests.autoexp_cluster.conftest import BASE, megatron_checkpoint
+from tests.autoexp_cluster.conftest import BASE, DemoData, megatron_checkpoint, run_trainer_cli, tiny_argv
 
 pytestmark = pytest.mark.ml
 
@@ -113,3 +113,20 @@ def test_placeholders_are_inert_and_show_what_the_pickle_held() -> None:
     assert isinstance(member, Placeholder)
     assert repr(member) == "megatron.core.transformer.enums.AttnBackend(99)"
     assert member.state == {"x": 1}
+
+
+def test_trainer_cli_resume_of_a_poisoned_checkpoint_is_one_line_and_exit_1(
+    demo_data: DemoData, megatron_runtime: Any, tmp_path: Path
+) -> None:
+    run = tmp_path / "run" / "checkpoints"
+    megatron_checkpoint([], "torch", run)
+    marker = tmp_path / "pwned"
+    path = poison(run / "iter_0000001", "mp_rank_00/model_optim_rng.pt", RunsShell(marker))
+    proc = run_trainer_cli(tiny_argv(demo_data, run), tmp_path / "train.log")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("pretrain_gpt.py: error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"pretrain_gpt.py: error: {path}: refused to load: ")
+    assert "system" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert not marker.exists()
