@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from autoexp_cluster.convert import ConversionError, convert
+from autoexp_cluster.convert import ConversionError, convert, main
 from autoexp_cluster.safe_pickle import Placeholder, UnsafeCheckpointError, placeholder_for
 
 from tests.autoexp_cluster.conftest import BASE, DemoData, megatron_checkpoint, run_trainer_cli, tiny_argv
@@ -61,7 +61,12 @@ def poison(iter_dir: Path, name: str, payload: Any) -> Path:
 @pytest.mark.parametrize("payload", list(PAYLOADS))
 @pytest.mark.parametrize(("fmt", "name"), TARGETS)
 def test_converter_refuses_a_pickle_that_runs_code(
-    fmt: str, name: str, payload: str, megatron_runtime: Any, tmp_path: Path
+    fmt: str,
+    name: str,
+    payload: str,
+    megatron_runtime: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     megatron_checkpoint([], fmt, tmp_path / "ckpt")
     marker = tmp_path / "pwned"
@@ -72,6 +77,8 @@ def test_converter_refuses_a_pickle_that_runs_code(
     assert "\n" not in message
     assert message.startswith(f"{path}: refused to load: ")
     assert ("system" if payload == "os.system" else "eval") in message
+    assert main(["--load", str(tmp_path / "ckpt"), "--save", str(tmp_path / "hf")]) == 1
+    assert capsys.readouterr().err == f"convert: error: {message}\n"
     assert not marker.exists()
     assert not (tmp_path / "hf").exists()
 
