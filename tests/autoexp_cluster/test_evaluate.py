@@ -36,11 +36,16 @@ def test_scores_improve_with_training_and_results_are_written(
     assert late["autoexp_arith"]["acc,none"] >= early["autoexp_arith"]["acc,none"]
 
 
-def test_unknown_task_is_a_clear_error(tmp_path: Path) -> None:
+def test_unknown_task_is_a_clear_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text("{}")
-    with pytest.raises(EvaluationError, match=r"unknown lm-eval task\(s\) no_such_task"):
+    (tmp_path / "model" / "config.json").write_text('{"model_type": "llama"}')
+    with (
+        caplog.at_level(logging.INFO, logger="autoexp_cluster.evaluate"),
+        pytest.raises(EvaluationError, match=r"unknown lm-eval task\(s\) no_such_task"),
+    ):
         evaluate(tmp_path / "model", ["no_such_task"], TASKS, tmp_path / "r.json")
+    # The decision is logged before anything else runs; a stock model gets no remote code.
+    assert "trust_remote_code off: config.json has no auto_map (stock model_type 'llama')" in caplog.text
 
 
 def test_missing_model_dir_is_a_clear_error(tmp_path: Path) -> None:
