@@ -126,6 +126,7 @@ def allowed_for(path: Path) -> Iterator[None]:
     Importing megatron-core registers its real enums as safe globals; while reading, those are
     swapped for placeholders (public ``torch.serialization`` API), so an enum member the installed
     version lacks reads like any other, and a checkpoint reads the same with or without megatron.
+    The registry is process-wide: the tools read checkpoints from one thread only.
     """
     saved = torch.serialization.get_safe_globals()
     torch.serialization.clear_safe_globals()
