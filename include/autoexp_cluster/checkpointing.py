@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from autoexp_cluster.safe_pickle import allowed_for, load_dcp_metadata, torch_load
+
 log = logging.getLogger(__name__)
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -227,7 +229,13 @@ def load_checkpoint(
         template: dict[str, Any] = {"model": model_sd}
         if load_optim:
             template["optimizer"] = _sharded_optimizer_state(model, opt, model_sd)
-        loaded = dist_checkpointing.load(template, str(path))
+        # megatron's loader unpickles .metadata with plain pickle and common.pt with weights_only
+        # but its own raw error: vet both first (one-line refusal); then load with Megatron-LM's
+        # own classes as placeholders.
+        load_dcp_metadata(path / ".metadata")
+        torch_load(path / "common.pt")
+        with allowed_for(path / "common.pt"):
+            loaded = dist_checkpointing.load(template, str(path))
         model.load_state_dict(loaded["model"])
         if load_optim:
             osd = loaded["optimizer"]
@@ -237,9 +245,8 @@ def load_checkpoint(
             opt.load_state_dict(osd)
         rng = loaded.get("rng_state")
     else:
-        # weights_only=False: the dict holds an argparse.Namespace (and, from Megatron-LM, its enums).
-        pt = path / "mp_rank_00" / "model_optim_rng.pt"
-        loaded = torch.load(pt, map_location="cpu", weights_only=False)
+        # weights_only=True + allow-list: the args Namespace, numpy RNG state, Megatron's enums inert.
+        loaded = torch_load(path / "mp_rank_00" / "model_optim_rng.pt")
         model.load_state_dict(loaded["model"])
         if load_optim:
             opt.load_state_dict(loaded["optimizer"]["optimizer"])

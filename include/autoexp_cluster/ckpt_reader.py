@@ -7,8 +7,13 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.distributed.checkpoint.filesystem import FileSystemReader
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+from autoexp_cluster.safe_pickle import UnsafeCheckpointError, load_dcp_metadata, torch_load
 
 
 class CheckpointError(Exception):
@@ -38,18 +43,34 @@ class MegatronCheckpoint:
     tensors: dict[str, torch.Tensor]
     iteration: int
     fmt: str
+    source: Path  # the file the args were read from (named in messages about them)
 
 
 def _canonical_layer_key(rest: str) -> str:
     return _TE_TO_LOCAL.get(rest, rest)
 
 
+class _SafeFileSystemReader(FileSystemReader):
+    """FileSystemReader whose ``.metadata`` (a plain pickle) goes through the restricted unpickler."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        metadata = load_dcp_metadata(Path(self.path) / ".metadata")
+        if not isinstance(metadata, Metadata):
+            raise UnsafeCheckpointError(
+                f"{self.path}/.metadata: holds {type(metadata).__name__}, not Metadata"
+            )
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = StorageMeta()
+        storage_meta.load_id = self.load_id
+        return metadata
+
+
 def _read_torch_dist(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
     # Public torch API, no megatron and no process group: only model tensors are materialised.
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    reader = FileSystemReader(str(path))
+    reader = _SafeFileSystemReader(str(path))
     meta = reader.read_metadata()
     wanted = {
         key: torch.empty(m.size, dtype=m.properties.dtype)
@@ -61,8 +82,7 @@ def _read_torch_dist(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, obj
     from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
     dcp_load(wanted, storage_reader=reader, no_dist=True)
-    # weights_only=False: common.pt holds the argparse.Namespace of the run.
-    common = torch.load(path / "common.pt", map_location="cpu", weights_only=False)
+    common = torch_load(path / "common.pt")
     tensors: dict[str, torch.Tensor] = {}
     for key, value in wanted.items():
         if key.startswith("decoder.layers."):
@@ -82,7 +102,7 @@ def _read_legacy(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]
             f"{path}: legacy checkpoint with {len(ranks)} model-parallel ranks ({', '.join(ranks)}); "
             "only TP=PP=1 is supported for the legacy format (torch_dist checkpoints of any TP/PP are)"
         )
-    state = torch.load(path / ranks[0] / "model_optim_rng.pt", map_location="cpu", weights_only=False)
+    state = torch_load(path / ranks[0] / "model_optim_rng.pt")
     model = state.get("model")
     if model is None and "model0" in state:
         model = state["model0"]
@@ -116,10 +136,30 @@ def read_checkpoint(path: Path) -> MegatronCheckpoint:
             raise CheckpointError(
                 f"{path}: neither torch_dist (metadata.json) nor legacy (mp_rank_*/model_optim_rng.pt)"
             )
-    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-        raise CheckpointError(f"{path}: unreadable {type(exc).__name__}: {exc}") from exc
-    args = common.get("args")
+    except UnsafeCheckpointError as exc:
+        raise CheckpointError(str(exc)) from exc
+    except (
+        OSError,
+        RuntimeError,
+        ValueError,
+        EOFError,
+        pickle.UnpicklingError,
+        ImportError,
+        AttributeError,
+    ) as exc:
+        raise CheckpointError(f"{path}: unreadable {type(exc).__name__}: {_one_line(exc)}") from exc
+    source = path / "common.pt" if fmt == "torch_dist" else next(path.glob("mp_rank_*/model_optim_rng.pt"))
+    args = common.get("args") if isinstance(common, dict) else None
     if not isinstance(args, argparse.Namespace):
-        raise CheckpointError(f"{path}: no Megatron 'args' saved in the checkpoint")
-    iteration = int(common.get("iteration", 0))  # type: ignore[call-overload]
-    return MegatronCheckpoint(args=args, tensors=tensors, iteration=iteration, fmt=fmt)
+        raise CheckpointError(
+            f"{source}: no Megatron 'args' saved in the checkpoint (found {type(args).__name__})"
+        )
+    iteration = common.get("iteration", 0)
+    if not isinstance(iteration, int):
+        raise CheckpointError(f"{source}: field 'iteration' holds {iteration!r}, not an integer")
+    return MegatronCheckpoint(args=args, tensors=tensors, iteration=iteration, fmt=fmt, source=source)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] or type(exc).__name__

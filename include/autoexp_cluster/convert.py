@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autoexp_cluster.ckpt_reader import CheckpointError, read_checkpoint
 from autoexp_cluster.hf_mapping import (
+    UnreadableArgError,
     UnsupportedArchitectureError,
     arch_from_args,
     choose_family,
@@ -70,12 +71,17 @@ def convert(load: Path, save: Path, tokenizer: str | None = None) -> str:
 
     try:
         ckpt = read_checkpoint(load)
+    except CheckpointError as exc:
+        raise ConversionError(str(exc)) from exc
+    try:
         arch = arch_from_args(ckpt.args, ckpt.tensors)
         family = choose_family(arch)
-    except (CheckpointError, UnsupportedArchitectureError) as exc:
+    except UnreadableArgError as exc:
+        raise ConversionError(f"{ckpt.source}: {exc}") from exc
+    except UnsupportedArchitectureError as exc:
         raise ConversionError(f"{load}: {exc}") from exc
-    except (KeyError, TypeError) as exc:
-        raise ConversionError(f"{load}: checkpoint args lack {exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConversionError(f"{ckpt.source}: checkpoint args lack or mistype {exc}") from exc
     try:
         tensors = map_tensors(ckpt.tensors, arch, family)
     except KeyError as exc:

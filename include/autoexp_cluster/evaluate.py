@@ -6,9 +6,7 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,44 +14,50 @@ from typing import Any
 
 log = logging.getLogger("autoexp_cluster.evaluate")
 
-TASK_DIR_PLACEHOLDER = "__TASK_DIR__"
+SHIPPED_REMOTE = Path(__file__).resolve().parent / "hf_remote"
 
 
 class EvaluationError(Exception):
     """Evaluation could not run; ``str()`` is one line."""
 
 
-def materialize_tasks(tasks_path: Path, dest: Path) -> Path:
-    """Copy the task folder to ``dest``, replacing ``__TASK_DIR__`` by the source folder of each file.
+def remote_code_decision(model_dir: Path) -> tuple[bool, str]:
+    """Whether to pass ``trust_remote_code`` for ``model_dir``, and why (logged by ``evaluate``).
 
-    lm-eval resolves relative ``data_files`` against the working directory, so shipped tasks name
-    their data through the placeholder and get absolute paths here.
+    Only the converter's own remote code is trusted: the config's ``auto_map`` names local modules
+    and every ``.py`` file in the model folder is byte-identical to ``autoexp_cluster/hf_remote``.
+    A model asking for any other code is refused (one line), so nothing from it is imported.
     """
-    if not tasks_path.is_dir():
-        raise EvaluationError(f"{tasks_path}: tasks path is not a directory")
-    for src in tasks_path.rglob("*"):
-        target = dest / src.relative_to(tasks_path)
-        if src.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        elif src.suffix in (".yaml", ".yml"):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            text = src.read_text(encoding="utf-8")
-            target.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(src.parent.resolve())), encoding="utf-8")
-        elif src.suffix == ".py":
-            # `!function` helpers referenced by the YAML; data files stay where they are.
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-    return dest
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvaluationError(f"{model_dir / 'config.json'}: unreadable ({exc})") from exc
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if not auto_map:
+        return False, f"config.json has no auto_map (stock model_type {config.get('model_type')!r})"
+    refs = [r for v in auto_map.values() for r in (v if isinstance(v, list) else [v]) if isinstance(r, str)]
+    shipped = {p.name: p.read_bytes() for p in SHIPPED_REMOTE.glob("*.py") if p.name != "__init__.py"}
+    foreign = [r for r in refs if "--" in r or f"{r.rsplit('.', 1)[0]}.py" not in shipped]
+    changed = [p.name for p in sorted(model_dir.glob("*.py")) if shipped.get(p.name) != p.read_bytes()]
+    if foreign or changed:
+        what = ", ".join(foreign + [f"{n} (not the shipped file)" for n in changed])
+        raise EvaluationError(
+            f"{model_dir}: config.json asks for remote code that is not autoexp's shipped "
+            f"autoexp_cluster/hf_remote: {what}; refusing to run it"
+        )
+    return True, f"config.json auto_map names the shipped remote code ({', '.join(sorted(set(refs)))})"
 
 
-def _task_manager(include_path: Path, names: Sequence[str]) -> Any:
+def _task_manager(include_path: Path | None, names: Sequence[str]) -> Any:
     from lm_eval.tasks import TaskManager
 
+    include = str(include_path) if include_path is not None else None
     # Indexing lm-eval's ~14,000 built-in tasks costs ~10 s: only do it when a task needs them.
-    tm = TaskManager(include_path=str(include_path), include_defaults=False)
-    if all(n in tm.all_tasks for n in names):
-        return tm
-    tm = TaskManager(include_path=str(include_path), include_defaults=True)
+    if include is not None:
+        tm = TaskManager(include_path=include, include_defaults=False)
+        if all(n in tm.all_tasks for n in names):
+            return tm
+    tm = TaskManager(include_path=include, include_defaults=True)
     missing = [n for n in names if n not in tm.all_tasks]
     if missing:
         raise EvaluationError(f"unknown lm-eval task(s) {', '.join(missing)} (include path {include_path})")
@@ -80,19 +84,22 @@ def evaluate(
         raise EvaluationError(f"{model_dir}: not a HF model directory (no config.json)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    with tempfile.TemporaryDirectory(prefix="autoexp-tasks-") as tmp:
-        include = materialize_tasks(tasks_path, Path(tmp)) if tasks_path else Path(tmp)
-        tm = _task_manager(include, tasks)
-        lm = HFLM(
-            pretrained=str(model_dir),
-            device=device,
-            batch_size=batch_size,
-            dtype="float32" if device == "cpu" else "auto",
-            trust_remote_code=True,
-        )
-        results = simple_evaluate(
-            model=lm, tasks=list(tasks), task_manager=tm, limit=limit, num_fewshot=num_fewshot
-        )
+    if tasks_path is not None and not tasks_path.is_dir():
+        raise EvaluationError(f"{tasks_path}: tasks path is not a directory")
+    trust, why = remote_code_decision(model_dir)
+    log.info("trust_remote_code %s: %s", "on" if trust else "off", why)
+    # Any lm-eval task folder works as is: it is lm-eval's own --include_path.
+    tm = _task_manager(tasks_path, tasks)
+    lm = HFLM(
+        pretrained=str(model_dir),
+        device=device,
+        batch_size=batch_size,
+        dtype="float32" if device == "cpu" else "auto",
+        trust_remote_code=trust,
+    )
+    results = simple_evaluate(
+        model=lm, tasks=list(tasks), task_manager=tm, limit=limit, num_fewshot=num_fewshot
+    )
     if results is None:
         raise EvaluationError(f"{model_dir}: lm-eval returned no results")
     results.pop("samples", None)

@@ -8,9 +8,18 @@ from typing import Any
 
 import torch
 
+from autoexp_cluster.safe_pickle import Placeholder
+
 
 class UnsupportedArchitectureError(Exception):
     """No exact HF architecture for this Megatron configuration; ``str()`` names the options."""
+
+
+class UnreadableArgError(Exception):
+    """A saved arg the converter needs holds an object of a package this process does not import."""
+
+    def __init__(self, name: str, value: object) -> None:
+        super().__init__(f"field args.{name} holds {value!r}, which the converter cannot read")
 
 
 @dataclass
@@ -40,7 +49,14 @@ class Arch:
 
 def arch_from_args(args: argparse.Namespace, tensors: dict[str, torch.Tensor]) -> Arch:
     """Read the model shape; refuse options no HF class reproduces exactly."""
-    g = args.__dict__.get
+    saved = vars(args)
+
+    def g(name: str, default: Any = None) -> Any:
+        # Only the fields read here must be plain values; any other field may be a placeholder.
+        value = saved.get(name, default)
+        if isinstance(value, Placeholder):
+            raise UnreadableArgError(name, value)
+        return value
 
     def req(name: str) -> int:
         value = g(name)

@@ -28,6 +28,7 @@ from autoexp_cluster.cpu_shim import apply_cpu_shim
 from autoexp_cluster.data import build_datasets, get_batch, load_tokenizer
 from autoexp_cluster.megatron_args import ArgumentError, padded_vocab_size, parse_args
 from autoexp_cluster.model import build_model, causal_mask
+from autoexp_cluster.safe_pickle import UnsafeCheckpointError
 
 log = logging.getLogger("autoexp_cluster.trainer")
 
@@ -390,6 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_signal_handlers(rt)
     try:
         return Trainer(args, rt).train()
+    except UnsafeCheckpointError as exc:
+        print(f"pretrain_gpt.py: error: {exc}", file=sys.stderr)
+        return 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -21,6 +21,52 @@ SEED_ARCH = [
     "--rotary-percent", "1.0", "--normalization", "RMSNorm", "--swiglu",
 ]  # fmt: skip
 
+# Shape of the converter's test models (tiny, exact comparisons in fp32).
+BASE = [
+    "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--ffn-hidden-size", "96",
+    "--seq-length", "16", "--max-position-embeddings", "32", "--micro-batch-size", "1", "--train-iters", "1",
+    "--lr", "1e-3", "--data-path", "unused", "--tokenizer-model", "", "--hidden-dropout", "0",
+    "--attention-dropout", "0",
+]  # fmt: skip
+ROPE_RMS_SWIGLU = ["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu"]
+
+
+def megatron_checkpoint(extra: list[str], fmt: str, save: Path) -> Any:
+    """Save a perturbed model in ``fmt`` to ``save`` (iteration 1); return the model (eval mode)."""
+    import torch
+    from autoexp_cluster.checkpointing import save_checkpoint
+    from autoexp_cluster.megatron_args import parse_args
+    from autoexp_cluster.model import build_model
+    from autoexp_cluster.trainer import build_optimizer, build_scheduler, seed_everything
+
+    args = parse_args([*BASE, *extra])
+    args.padded_vocab_size = 128
+    seed_everything(7)
+    model = build_model(args, args.padded_vocab_size)
+    with torch.no_grad():
+        # Norm weights start at 1 and biases at 0: perturb everything so every mapping is exercised.
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    opt = build_optimizer(model, args)
+    save_checkpoint(save, 1, model, opt, build_scheduler(opt, args), args, fmt)
+    return model.eval()
+
+
+def max_logit_error(model: Any, hf_dir: Path) -> float:
+    """Max |Megatron logits - HF logits| on fixed random tokens (fp32, batch 2 x 16)."""
+    import torch
+    from autoexp_cluster.model import causal_mask
+    from transformers import AutoModelForCausalLM
+
+    tokens = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(16).expand(2, 16)
+    with torch.no_grad():
+        expected = model(tokens, positions, causal_mask(16, torch.device("cpu")))
+        hf = AutoModelForCausalLM.from_pretrained(hf_dir, trust_remote_code=True).eval()
+        got = hf(tokens).logits
+    assert got.shape == expected.shape
+    return float((got - expected).abs().max().item())
+
 
 def tiny_argv(data: DemoData, run_dir: Path | None, *extra: str, train_iters: int = 12) -> list[str]:
     """Megatron args for an L2 h64 model on the demo data (tiny: every test stays fast)."""
