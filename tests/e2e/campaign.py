@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +59,32 @@ def job_name(
     return dag_plan.job_name(plan, remote_dir, phase, task, iteration)
 
 
-def start_stack(airflow_stack_factory: Any, config: Path, demo_dir: Path) -> Any:
+def prepare_data(demo_dir: Path, cluster: Any) -> None:
+    """The demo's tokenized corpus under ``demo_dir/data`` (800 documents: enough for the reduced demo)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autoexp_cluster.prepare_data",
+            "--output",
+            str(demo_dir / "data"),
+            "--docs",
+            "800",
+        ],
+        check=True,
+        env={**cluster.env(), "PYTHONPATH": str(REPO / "include")},
+        timeout=300,
+    )
+
+
+def start_stack(
+    airflow_stack_factory: Any, config: Path, demo_dir: Path, replicas: Mapping[str, int] | None = None
+) -> Any:
     """A real Airflow (LocalExecutor, PostgreSQL) that parses only ``config``, with the Slurm pool created."""
     # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
-    stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
+    stack = airflow_stack_factory(
+        REPO / "dags", replicas, AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir)
+    )
     create_pool(stack)
     return stack
 
@@ -86,3 +110,16 @@ def create_pool(stack: AirflowStack) -> None:
         capture_output=True,
         timeout=120,
     )
+
+
+def sacct_names(cluster: Any, pattern: str) -> list[str]:
+    """``JobID|JobName|State`` of the jobs of the last hour whose line contains ``pattern``."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,JobName,State", "-S", "now-1hour"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=cluster.env(),
+        timeout=60,
+    ).stdout
+    return [line for line in out.splitlines() if pattern in line]

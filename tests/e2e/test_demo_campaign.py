@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.campaign import DAG_ID, REPO, job_name, reduced_config, start_stack
+from tests.e2e.campaign import DAG_ID, job_name, prepare_data, reduced_config, sacct_names, start_stack
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
 
@@ -19,35 +17,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mar
 @pytest.fixture
 def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> dict[str, Any]:
     demo_dir = tmp_path / "campaign"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autoexp_cluster.prepare_data",
-            "--output",
-            str(demo_dir / "data"),
-            "--docs",
-            "800",
-        ],
-        check=True,
-        env={**slurm_cluster.env(), "PYTHONPATH": str(REPO / "include")},
-        timeout=300,
-    )
+    prepare_data(demo_dir, slurm_cluster)
     config = reduced_config(tmp_path)
     stack = start_stack(airflow_stack_factory, config, demo_dir)
     return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster, "config": config}
-
-
-def sacct_names(cluster: Any, pattern: str) -> list[str]:
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,JobName,State", "-S", "now-1hour"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=cluster.env(),
-        timeout=60,
-    ).stdout
-    return [line for line in out.splitlines() if pattern in line]
 
 
 def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> list[str]:
