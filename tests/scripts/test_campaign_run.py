@@ -1,4 +1,4 @@
-"""The demo driver's overhead figures: Slurm busy time and the critical path from sacct rows."""
+"""The demo driver's figures: Slurm busy time, job-seconds, the critical path and capacity bound."""
 
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ def test_sacct_rows_are_read_by_the_plugin_parser() -> None:
 def test_busy_time_is_the_union_of_job_intervals() -> None:
     jobs = [("a", 10.0, 20.0), ("b", 15.0, 30.0), ("c", 40.0, None)]
     assert slurm_busy_seconds(jobs, since=0.0, until=50.0) == 30.0  # 10-30 and 40-50 (still running)
+
+
+def test_the_capacity_bound_is_the_longer_of_critical_path_and_work_per_slot() -> None:
+    jobs = [("a", 0.0, 100.0), ("b", 0.0, 100.0), ("c", 90.0, 130.0), ("d", 120.0, None)]
+    # Clipped to the window: d runs 120-150, c 90-130: 100 + 100 + 40 + 30 job-seconds.
+    assert driver.job_seconds(jobs, since=0.0, until=150.0) == 270.0
+    assert driver.capacity_bound_seconds(critical=60.0, work=270.0, slots=2) == 135.0  # pool-bound
+    assert driver.capacity_bound_seconds(critical=200.0, work=270.0, slots=4) == 200.0  # chain-bound
 
 
 def test_critical_path_follows_pretraining_branch_points_and_cooldowns() -> None:
