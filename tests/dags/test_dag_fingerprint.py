@@ -37,7 +37,7 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # tasks' `job_name` (None -> `<experiment>-<phase>-train-<hash>` for trainings, `<mapped job_name>` for
 # conversions, whose expand input gained a `job_name` key per checkpoint) and the new template field
 # `submit_lock` (`<remote_dir>/locks/submit.lock`); schedule and catchup are unchanged (None, False).
-SUMMARY_SHA = "ec07df5ddd4eee80857d9be542d8a988ee0826af66543082708708a3e54b7a0f"
+SUMMARY_SHA = "a9c964cdf2454c98355846a2bef7399fabd94eb49375a7eb9e4ec4e1507892c0"
 SERIALIZED_SHA = "f6836182c9b0757aa338d5fe6a8634f9acef5b43df60007e01fdf2f54c5c9a88"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (

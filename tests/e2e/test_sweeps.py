@@ -14,6 +14,7 @@ the conversion writes its done marker and results: what is under test is the orc
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import subprocess
@@ -58,6 +59,7 @@ for it in [*range(every, iters, every), iters]:
         zf.writestr("archive/data.pkl", b"weights" * 64)
         zf.writestr("archive/version", "3\\n")
     tracker.write_text(str(it))
+    print(f" iteration {it:8d}/{iters:8d} | lm loss: {5 - it / 100:.6E} |", flush=True)  # Megatron's form
     print(f"saved iteration {it}", flush=True)
 print("after training is done", flush=True)
 """
@@ -216,6 +218,14 @@ def test_a_backfill_over_three_intervals_trains_once_and_sweeps_after(sweeps: Sw
         convert = job_name(s.scheduled, s.demo_dir, "pretrain", "convert_eval", it, BACKFILLED)
         assert [state for _, state in jobs(s, convert)] == ["COMPLETED"], convert
     checkpoints_intact(s.run_dir("runs", "demo_tiny_lr0.003_bs4"))
+    # The last sweep submitted no training, yet its report has the losses: read from the logs of
+    # the attempts earlier runs made (the train task of a sweep returns no attempts).
+    assert "pretrain: trained in earlier runs; losses from their 1 log(s)" in s.stack.task_log(
+        BACKFILLED, ids[-1], "report"
+    )
+    table = s.run_dir("runs", "demo_tiny_lr0.003_bs4") / "report" / "report.csv"
+    losses = [(r["iteration"], r["train_loss"]) for r in csv.DictReader(table.open()) if r["phase"] == "pretrain"]
+    assert losses == [("20", "4.8"), ("40", "4.6")], losses  # FAKE_TRAINER's 5 - it / 100
 
 
 def test_two_runs_at_once_share_one_training_job(sweeps: Sweeps) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -104,6 +105,16 @@ def _train_log(hook: Any, attempts: Sequence[Mapping[str, Any]] | None) -> str:
     return "\n".join(texts)
 
 
+def _earlier_attempts(hook: Any, pattern: str) -> list[dict[str, str]]:
+    """A training this run did not submit (a sweep found it done): every attempt's log on the cluster."""
+    try:
+        names = hook.list_dir(posixpath.dirname(pattern))
+    except Exception as exc:  # no folder: no losses, never no report
+        log.warning("cannot list the training logs %s: %s", pattern, exc)
+        return []
+    return [{"log_path": path} for path in run_layout.attempt_logs(pattern, names)]
+
+
 def build_report(
     *, ssh_conn_id: str, experiment: str, phases: Sequence[Mapping[str, Any]], out_dir: str, context: Context
 ) -> dict[str, Any]:
@@ -113,6 +124,9 @@ def build_report(
     rows: list[dict[str, Any]] = []
     for phase in phases:
         attempts = ti.xcom_pull(task_ids=phase["train_task"]) if phase["train_task"] else None
+        if not attempts and phase.get("train_output"):
+            attempts = _earlier_attempts(hook, phase["train_output"])
+            log.info("%s: trained in earlier runs; losses from their %d log(s)", phase["key"], len(attempts))
         losses = rep.losses_from_log(_train_log(hook, attempts))
         for iteration in phase["checkpoints"]:
             results = None

@@ -285,6 +285,7 @@ def _report_phases(plan: ExperimentPlan) -> tuple[Mapping[str, Any], ...]:
             "key": p.key,
             "branch": p.branch,
             "train_task": f"{p.key}.{TRAIN_TASK}",
+            "train_output": run_layout.train_output(p.train.output_file, p.run_dir),
             "checkpoints": list(p.checkpoints),
             "results": run_layout.results_template(p.run_dir),
             "tokens_per_iter": p.tokens_per_iter,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Sequence
 
 from slurm_operator import naming
 
@@ -68,6 +69,20 @@ def report_dir(run_dir: str) -> str:
 def train_output(output_file: str, run_dir: str) -> str:
     """A training's ``--output`` pattern: one log per attempt next to the YAML's ``output_file``."""
     return f"{posixpath.dirname(output_file) or run_dir}/{_stem(output_file) or 'train'}-%j.out"
+
+
+def attempt_logs(pattern: str, names: Sequence[str]) -> list[str]:
+    """The logs of every attempt ever made of a training, oldest job first: the files of its folder
+    (``names``) that its ``train_output`` ``pattern`` yields for some job id."""
+    folder, base = posixpath.split(pattern)
+    head, _, tail = base.partition("%j")
+    jobs = sorted(
+        (int(middle), name)
+        for name in names
+        if name.startswith(head) and name.endswith(tail)
+        and (middle := name[len(head) : len(name) - len(tail)]).isdigit()
+    )
+    return [f"{folder}/{name}" for _, name in jobs]
 
 
 def convert_output(output_file: str, run_dir: str, iteration: int) -> str:

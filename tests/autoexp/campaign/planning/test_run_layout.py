@@ -72,3 +72,9 @@ def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
     assert sh(run_layout.training_done(str(ckpt), 40, also="echo 1")) == "1"
     assert sh(run_layout.training_done(str(ckpt), 40, also="echo 0")) == "0"
     assert sh(run_layout.training_done(str(ckpt), 41, also="echo 1")) == "0"
+
+
+def test_attempt_logs_are_every_job_s_log_of_the_training_oldest_first() -> None:
+    pattern = run_layout.train_output("/runs/exp/logs/train.out", "/runs/exp")
+    names = ["train-12.out", "train-9.out", "train-x.out", "train-12.out.bak", "convert-3.out", "train-.out"]
+    assert run_layout.attempt_logs(pattern, names) == ["/runs/exp/logs/train-9.out", "/runs/exp/logs/train-12.out"]
