@@ -224,7 +224,8 @@ def test_a_backfill_over_three_intervals_trains_once_and_sweeps_after(sweeps: Sw
         BACKFILLED, ids[-1], "report"
     )
     table = s.run_dir("runs", "demo_tiny_lr0.003_bs4") / "report" / "report.csv"
-    losses = [(r["iteration"], r["train_loss"]) for r in csv.DictReader(table.open()) if r["phase"] == "pretrain"]
+    rows = csv.DictReader(table.open())
+    losses = [(r["iteration"], r["train_loss"]) for r in rows if r["phase"] == "pretrain"]
     assert losses == [("20", "4.8"), ("40", "4.6")], losses  # FAKE_TRAINER's 5 - it / 100
 
 
