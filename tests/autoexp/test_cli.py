@@ -51,7 +51,9 @@ def test_list_json_keeps_types_and_order(capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert rows[4]["params"]["GBS"] == 128
     assert rows[4]["params"]["WD"] == 0.03333333333333333
-    assert list(rows[4]["params"])[:3] == ["cmd", "check_interval_secs", "template"]
+    # The built-ins (CONFIG_DIR, CONVERT_*, site settings) come first, then the file's keys in order.
+    assert list(rows[4]["params"])[9:12] == ["cmd", "check_interval_secs", "template"]
+    assert next(iter(rows[4]["params"])) == "CONFIG_DIR"
 
 
 def test_render_one_job_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
