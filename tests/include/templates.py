@@ -42,6 +42,7 @@ def demo_params(logs: Path, data_prefix: Path, tokenizer: Path, **overrides: Any
         "TARGET_HF_PATH": str(logs / "exp" / "converted_hf"), "HF_HOME": str(logs / "hf_home"),
     }  # fmt: skip
     params.update({k: v for k, (v, _) in SITE_DEFAULTS.items()})  # the built-ins every config has
+    params.update(CONVERT_GPUS_PER_NODE=0, CONVERT_CPUS_PER_TASK=1)  # as config/demo.yaml: no GPU here
     params.update(overrides)
     return params
 

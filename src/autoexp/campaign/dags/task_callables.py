@@ -14,7 +14,6 @@ from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.planning import report_data as rep
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.checkout import ensure_default_env
 from autoexp.campaign.planning.config_source import ConfigDriftError, check_unchanged
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,6 @@ def stage(
     from autoexp.config import expand, load_config, render
 
     path = Path(config_path)
-    ensure_default_env()  # the defaults the DAG processor planned with
     try:
         check_unchanged(path, expected_hash, expected_env)
     except ConfigDriftError as exc:
