@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoexp.cli import main
+from autoexp.config.builtins import builtin_values
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config" / "scaling_exps.yaml"
@@ -52,7 +53,8 @@ def test_list_json_keeps_types_and_order(capsys: pytest.CaptureFixture[str]) -> 
     assert rows[4]["params"]["GBS"] == 128
     assert rows[4]["params"]["WD"] == 0.03333333333333333
     # The built-ins (CONFIG_DIR, CONVERT_*, site settings) come first, then the file's keys in order.
-    assert list(rows[4]["params"])[9:12] == ["cmd", "check_interval_secs", "template"]
+    builtins = len(builtin_values(WORKED))
+    assert list(rows[4]["params"])[builtins : builtins + 3] == ["cmd", "check_interval_secs", "template"]
     assert next(iter(rows[4]["params"])) == "CONFIG_DIR"
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import BundleDagBag
 
+from autoexp.config.builtins import tools_hash
+
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 DEMO = REPO / "config" / "demo.yaml"
@@ -71,7 +73,8 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     convert = dag.task_dict["pretrain.checkpoints.convert_eval"]
     assert (convert.progress_timeout, convert.unknown_timeout) == (None, 1800)
     cooldown = dag.task_dict["cooldown_12K.train"]
-    assert cooldown.start_condition.startswith(f"{REPO}/config/../include/helpers/cooldown_helper.sh ")
+    tools = f"{REPO}/config/../.state/demo/campaign/tools/{tools_hash()}"  # staged by the DAG's stage task
+    assert cooldown.start_condition.startswith(f"{tools}/helpers/cooldown_helper.sh ")
     assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint"}
     wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
     assert wait.iteration == 40

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autoexp.config import Job, expand, load_config
-from autoexp.config.builtins import SITE_DEFAULTS
+from autoexp.config.builtins import SITE_DEFAULTS, builtin_values
 
 BASE = """
 cmd: "sbatch {sbatch_script}"
@@ -41,3 +41,14 @@ def test_yaml_top_level_grid_option_and_override_each_win(tmp_path: Path) -> Non
     (own,) = _jobs(tmp_path, "name: j\nCONFIG_DIR: /elsewhere\n")
     assert own.sbatch_script == "/elsewhere/out/j.sbatch"
     assert own.origin("CONFIG_DIR").endswith("c.yaml:7")
+
+
+def test_every_builtin_is_documented_with_its_default() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "cluster-tools.md").read_text()
+    table = doc.split("### Built-in variables", 1)[1].split("###", 1)[0]
+    cells = [line.split("|") for line in table.splitlines() if line.startswith("| `")]
+    rows = {cell[1].strip(" `"): cell[2].strip() for cell in cells}
+    assert set(rows) == set(builtin_values(Path("/x/c.yaml"))), rows
+    for name, (default, _) in SITE_DEFAULTS.items():
+        shown = f"`{default}`" if isinstance(default, str) else str(default)
+        assert rows[name] == shown.replace("``", '`""`'), name

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from autoexp.config import Job, expand, experiment_key, filter_jobs, load_config, render
+from autoexp.config.builtins import tools_hash
 
 SHIPPED = Path(__file__).resolve().parents[3] / "config" / "scaling_exps.yaml"
 
@@ -119,7 +120,8 @@ def test_cluster_settings_contract_and_paths(jobs: list[Job]) -> None:
     assert job.params["TRAIN_SCRIPT"] == "/p/data1/mmlaion/shared/repos/Megatron-LM/pretrain_gpt.py"
     assert job.params["EVAL_TASKS_PATH"] == "/p/data1/mmlaion/shared/eval"
     assert job.start_condition_cmd == (
-        "/p/data1/mmlaion/shared/autoexp/include/helpers/cooldown_helper.sh "
+        f"/p/data1/mmlaion/porian1/megatron_ref_logs/scaling_exps/.autoexp/tools/{tools_hash()}"
+        "/helpers/cooldown_helper.sh "
         "/p/data1/mmlaion/porian1/megatron_ref_logs/scaling_exps "
         "c4_10M_lr0.01_b1_0.9_b2_0.95_wd0.01_w585_n1_bs4__withBias 2000 100M"
     )

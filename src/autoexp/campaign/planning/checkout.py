@@ -7,6 +7,4 @@ from pathlib import Path
 # src/autoexp/campaign/planning/checkout.py -> the repository root (the package is installed editable,
 # in place).
 REPO_ROOT = Path(__file__).resolve().parents[4]
-# The shell helpers stage uploads next to the scripts (the templates source them there).
-HELPERS_DIR = REPO_ROOT / "include" / "helpers"
 DEMO_DIR_ENV = "AUTOEXP_DEMO_DIR"
