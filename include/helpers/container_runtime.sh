@@ -3,17 +3,17 @@
 # prefix every launch goes through. Sourced, never executed.
 # shellcheck disable=SC2034  # CONTAINER is read by the template that sources this file
 
-# autoexp_container RUNTIME GPUS_PER_NODE IMAGE: set the array CONTAINER to the prefix
-# ("apptainer exec --nv <extra> IMAGE", or empty for "none"); return 2 on an unknown runtime.
+# autoexp_container RUNTIME GPUS_PER_NODE IMAGE [EXTRA_ARGS]: set the array CONTAINER to the prefix
+# ("apptainer exec --nv EXTRA_ARGS IMAGE", or empty for "none"); return 2 on an unknown runtime.
+# EXTRA_ARGS (the YAML's CONTAINER_ARGS, e.g. "--bind /p/data1") is split on white space.
 autoexp_container() {
-    local runtime="$1" gpus="$2" image="$3"
+    local runtime="$1" gpus="$2" image="$3" args="${4:-}"
     local -a extra
     case "$runtime" in
         apptainer|singularity)
             CONTAINER=("$runtime" exec)
             if [ "$gpus" -gt 0 ]; then CONTAINER+=(--nv); fi
-            # Extra binds etc. (e.g. "--bind /p/data1") come from the site environment.
-            read -r -a extra <<< "${AUTOEXP_CONTAINER_ARGS:-}"
+            read -r -a extra <<< "$args"
             CONTAINER+=("${extra[@]}" "$image")
             ;;
         none) CONTAINER=() ;;

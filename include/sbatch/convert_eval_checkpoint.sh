@@ -8,9 +8,9 @@
 #SBATCH --partition={PARTITION}
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
-#SBATCH --cpus-per-task={CPUS_PER_TASK}
-#SBATCH --gpus-per-node={GPUS_PER_NODE}
-#SBATCH --time=06:00:00
+#SBATCH --cpus-per-task={CONVERT_CPUS_PER_TASK}
+#SBATCH --gpus-per-node={CONVERT_GPUS_PER_NODE}
+#SBATCH --time={CONVERT_TIME}
 #SBATCH --output={output_file}
 #SBATCH --open-mode=append
 #SBATCH --job-name={name}
@@ -26,15 +26,18 @@ TARGET_HF_PATH="{TARGET_HF_PATH}"
 export AUTOEXP_CKPT_DIR="$SOURCE_CHECKPOINT_PATH"
 export PYTHONPATH="{AUTOEXP_INCLUDE}${{PYTHONPATH:+:$PYTHONPATH}}"
 export HF_HOME="{HF_HOME}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CPUS_PER_TASK}}}"
+export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CONVERT_CPUS_PER_TASK}}}"
 # shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
 source "{AUTOEXP_INCLUDE}/helpers/ckpt_lib.sh"
+# shellcheck disable=SC1091  # as ckpt_lib.sh
+source "{AUTOEXP_INCLUDE}/helpers/site_env.sh"
+autoexp_site_env "{MODULES}" "{JOB_ENV}" || exit 2
 
 # ---- container runtime: apptainer | singularity | none (include/helpers/container_runtime.sh) ----
-GPUS_PER_NODE={GPUS_PER_NODE}
+GPUS_PER_NODE={CONVERT_GPUS_PER_NODE}
 # shellcheck disable=SC1091  # as ckpt_lib.sh above
 source "{AUTOEXP_INCLUDE}/helpers/container_runtime.sh"
-autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" || exit 2
+autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" "{CONTAINER_ARGS}" || exit 2
 
 mkdir -p "$RUN_DIR/converted_checkpoints" "$RUN_DIR/in_progress_checkpoints" "$RUN_DIR/eval_results" \
     "$TARGET_HF_PATH"

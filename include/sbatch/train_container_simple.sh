@@ -27,17 +27,21 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export NCCL_IB_TIMEOUT=150
 export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CPUS_PER_TASK}}}"
-# Site-specific interfaces (JUWELS: ib0) come from the environment, never from this file.
-if [ -n "${{AUTOEXP_SOCKET_IFNAME:-}}" ]; then
-    export GLOO_SOCKET_IFNAME="$AUTOEXP_SOCKET_IFNAME" NCCL_SOCKET_IFNAME="$AUTOEXP_SOCKET_IFNAME"
+# Site settings (the YAML's SOCKET_IFNAME, MODULES, JOB_ENV; docs/config.md), never the login shell's.
+SOCKET_IFNAME="{SOCKET_IFNAME}"
+if [ -n "$SOCKET_IFNAME" ]; then
+    export GLOO_SOCKET_IFNAME="$SOCKET_IFNAME" NCCL_SOCKET_IFNAME="$SOCKET_IFNAME"
 fi
+# shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
+source "{AUTOEXP_INCLUDE}/helpers/site_env.sh"
+autoexp_site_env "{MODULES}" "{JOB_ENV}" || exit 2
 mkdir -p "$CHECKPOINT_PATH" "{LOGS}/.megatron_cache"
 
 # ---- container runtime: apptainer | singularity | none (include/helpers/container_runtime.sh) ----
 GPUS_PER_NODE={GPUS_PER_NODE}
-# shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
+# shellcheck disable=SC1091  # as site_env.sh above
 source "{AUTOEXP_INCLUDE}/helpers/container_runtime.sh"
-autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" || exit 2
+autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" "{CONTAINER_ARGS}" || exit 2
 
 # ---- rendezvous ---------------------------------------------------------------------------------
 NPROC_PER_NODE=$(( GPUS_PER_NODE > 0 ? GPUS_PER_NODE : 1 ))
@@ -47,7 +51,7 @@ if [ "$NNODES" -gt 1 ]; then
     # derived from the job id as in the seed.
     FIRST_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
     NODE_ADDR="$(scontrol show node "$FIRST_NODE" 2>/dev/null | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p' | head -n 1)"
-    MASTER_ADDR="${{NODE_ADDR:-$FIRST_NODE}}${{AUTOEXP_MASTER_SUFFIX:-}}"
+    MASTER_ADDR="${{NODE_ADDR:-$FIRST_NODE}}{MASTER_ADDR_SUFFIX}"
     MASTER_PORT=$((10000 + SLURM_JOB_ID % 10000))
     export MASTER_ADDR MASTER_PORT
     RDZV=(--nnodes "$NNODES" --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-backend static)

@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     rendering.add_argument("--out", type=Path, help="write <name>.sbatch for every job into this folder")
     show = add("show", "every variable of one job, its value and the file:line that set it", filters=False)
     show.add_argument("name", help="the job name")
+    doctor = add(
+        "doctor",
+        "preflight of the cluster for this config, one line per check (SSH, Slurm, sbatch --test-only of "
+        "each template, container, folders, staged tools); exit 1 if any fails",
+        filters=False,
+    )
+    doctor.add_argument("--conn-id", help="Airflow SSH connection (default: the config's ssh_conn_id)")
     setup_help = (
         "create the Airflow pools the configs name (deferred tasks counted) after checking their SSH "
         "connections exist; run where Airflow's metadata database is reachable"
@@ -180,10 +187,28 @@ def _airflow_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    # Imported here: the other commands and autoexp.config never import Airflow.
+    from autoexp.campaign.dags.doctor_cli import doctor
+    from autoexp.campaign.planning.plan import config_errors
+
+    try:
+        checks = doctor(args.config, args.fix, args.conn_id)
+    except config_errors() as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    for check in checks:
+        print(check.line())
+    failed = sum(not c.ok for c in checks)
+    print(f"{len(checks) - failed} of {len(checks)} checks passed", file=sys.stderr)
+    return 1 if failed else 0
+
+
 _COMMANDS = {
     "validate": _validate,
     "list": _list,
     "render": _render,
     "show": _show,
     "airflow-setup": _airflow_setup,
+    "doctor": _doctor,
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoexp.cli import main
+from autoexp.config.builtins import builtin_values
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config" / "scaling_exps.yaml"
@@ -51,7 +52,10 @@ def test_list_json_keeps_types_and_order(capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert rows[4]["params"]["GBS"] == 128
     assert rows[4]["params"]["WD"] == 0.03333333333333333
-    assert list(rows[4]["params"])[:3] == ["cmd", "check_interval_secs", "template"]
+    # The built-ins (CONFIG_DIR, CONVERT_*, site settings) come first, then the file's keys in order.
+    builtins = len(builtin_values(WORKED))
+    assert list(rows[4]["params"])[builtins : builtins + 3] == ["cmd", "check_interval_secs", "template"]
+    assert next(iter(rows[4]["params"])) == "CONFIG_DIR"
 
 
 def test_render_one_job_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,3 +136,34 @@ def test_render_out_refuses_names_that_escape_the_folder(
     assert err == "c.yaml:5: name: job name '../evil' cannot be a file name\n"
     assert not (tmp_path / "out").exists()
     assert not (tmp_path.parent / "evil.sbatch").exists()
+
+
+@pytest.mark.parametrize("config", ["demo.yaml", "scaling_exps.yaml"])
+def test_shipped_configs_mean_the_same_from_a_bare_shell(tmp_path: Path, config: str) -> None:
+    """Issue 15: nothing but PATH and the package's own path in the environment, another working folder."""
+    import autoexp
+
+    bare = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(autoexp.__file__).parents[1])}
+    path = ROOT / "config" / config
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "autoexp", *argv],
+            env=bare,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    validated = cli("validate", str(path))
+    assert (validated.returncode, validated.stderr) == (0, "")
+    assert validated.stdout.startswith(f"{path}: OK: ")
+    if config == "demo.yaml":
+        shown = cli("show", str(path), "demo_tiny_lr0.003_bs4_PRETRAIN_TRAIN").stdout
+        rows = [line.split(None, 1) for line in shown.splitlines()]
+        values = {key: json.loads(rest.rsplit("  (", 1)[0]) for key, rest in rows}
+        assert values["PYTHON"] == f"{ROOT}/config/../.venv/bin/python"
+        assert values["LOGS"] == f"{ROOT}/config/../.state/demo/campaign/runs"
+        assert values["CONFIG_DIR"] == f"{ROOT}/config"

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import BundleDagBag
 
+from autoexp.config.builtins import tools_hash
+
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 DEMO = REPO / "config" / "demo.yaml"
@@ -61,8 +63,8 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert train.retries == 1
     assert train.completion_regex == "after training is done"
     assert "latest_checkpointed_iteration.txt" in train.completion_command
-    # No env set: the run folder defaults under the checkout's .state/.
-    run_dir = REPO / ".state/demo/campaign/runs/demo_tiny_lr0.003_bs4"
+    # No env set: the run folder defaults under the checkout's .state/ (through {CONFIG_DIR}/..).
+    run_dir = f"{REPO}/config/../.state/demo/campaign/runs/demo_tiny_lr0.003_bs4"
     assert train.output_path == f"{run_dir}/slurm_train-%j.out"
     assert train.start_condition == ""
     # Hang detection: the log and the checkpoint tracker are watched, with the campaign's defaults.
@@ -71,7 +73,8 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     convert = dag.task_dict["pretrain.checkpoints.convert_eval"]
     assert (convert.progress_timeout, convert.unknown_timeout) == (None, 1800)
     cooldown = dag.task_dict["cooldown_12K.train"]
-    assert cooldown.start_condition.startswith(f"{REPO}/include/helpers/cooldown_helper.sh ")
+    tools = f"{REPO}/config/../.state/demo/campaign/tools/{tools_hash()}"  # staged by the DAG's stage task
+    assert cooldown.start_condition.startswith(f"{tools}/helpers/cooldown_helper.sh ")
     assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint"}
     wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
     assert wait.iteration == 40

@@ -31,6 +31,8 @@ def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
         ("LR: [3e-3, 1e-2]", "LR: [3e-3]"),
         ("        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n", ""),
         ("TOTAL_TOKENS_NUM: 15360", "TOTAL_TOKENS_NUM: 10240"),
+        # The copy lives elsewhere: its tools stay this checkout's.
+        ('AUTOEXP_CHECKOUT: "{CONFIG_DIR}/.."', f'AUTOEXP_CHECKOUT: "{REPO}"'),
         *replacements,
     ):
         assert old in text, old

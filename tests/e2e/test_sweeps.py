@@ -101,7 +101,10 @@ def _configs(base: Path) -> tuple[Path, Path]:
     convert.write_text(FAKE_CONVERT)
     fakes = (
         ('TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"', f'TRAIN_SCRIPT: "{trainer}"'),
-        ('template: "{AUTOEXP_INCLUDE}/sbatch/convert_eval_checkpoint.sh"', f'template: "{convert}"'),
+        (
+            'template: "{AUTOEXP_CHECKOUT}/include/sbatch/convert_eval_checkpoint.sh"',
+            f'template: "{convert}"',
+        ),
     )
     (base / "scheduled").mkdir()
     (base / "unscheduled").mkdir()

@@ -118,7 +118,7 @@ def ui(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) ->
         'TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"',
         f'TRAIN_SCRIPT: "{base / "fake_train.py"}"',
     )
-    convert = '"{AUTOEXP_INCLUDE}/sbatch/convert_eval_checkpoint.sh"'
+    convert = '"{AUTOEXP_CHECKOUT}/include/sbatch/convert_eval_checkpoint.sh"'
     config = reduced_config(base, train, (convert, f'"{base / "fake_convert.sh"}"'))
     stack = start_module_stack(base / "home", config, demo_dir)
     browser = None

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autoexp.config.builtins import SITE_DEFAULTS
+
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "include"
 TRAIN = INCLUDE / "sbatch" / "train_container_simple.sh"
@@ -39,6 +41,8 @@ def demo_params(logs: Path, data_prefix: Path, tokenizer: Path, **overrides: Any
         "SOURCE_CHECKPOINT_PATH": str(logs / "exp" / "checkpoints"),
         "TARGET_HF_PATH": str(logs / "exp" / "converted_hf"), "HF_HOME": str(logs / "hf_home"),
     }  # fmt: skip
+    params.update({k: v for k, (v, _) in SITE_DEFAULTS.items()})  # the built-ins every config has
+    params.update(CONVERT_GPUS_PER_NODE=0, CONVERT_CPUS_PER_TASK=1)  # as config/demo.yaml: no GPU here
     params.update(overrides)
     return params
 

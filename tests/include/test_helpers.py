@@ -211,12 +211,17 @@ def test_helpers_are_shellcheck_clean() -> None:
 
 def _container(runtime: str, gpus: int, extra: str = "") -> subprocess.CompletedProcess[str]:
     script = (
-        f'source {HELPERS / "container_runtime.sh"}; autoexp_container "$1" "$2" /img/x.sif || exit $?; '
+        f'source {HELPERS / "container_runtime.sh"}; autoexp_container "$1" "$2" /img/x.sif "$3" || exit $?; '
         'echo "${#CONTAINER[@]}: ${CONTAINER[*]}"'
     )
-    env = {**os.environ, "AUTOEXP_CONTAINER_ARGS": extra}
+    # The login shell's old variable must no longer matter: only the argument (the YAML's CONTAINER_ARGS).
+    env = {**os.environ, "AUTOEXP_CONTAINER_ARGS": "--bind /from/the/shell"}
     return subprocess.run(
-        ["bash", "-uc", script, "-", runtime, str(gpus)], capture_output=True, text=True, env=env, check=False
+        ["bash", "-uc", script, "-", runtime, str(gpus), extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
 
 
@@ -228,3 +233,34 @@ def test_container_runtime_prefix_for_each_runtime() -> None:
     bad = _container("docker", 0)
     assert bad.returncode == 2
     assert "CONTAINER_RUNTIME must be apptainer, singularity or none, got 'docker'" in bad.stderr
+
+
+def _site_env(modules: str, job_env: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    script = (
+        f'{prelude}source {HELPERS / "site_env.sh"}; autoexp_site_env "$1" "$2" || exit $?; '
+        'echo "A=${A:-unset} B=${B:-unset} LOADED=${LOADED:-none}"'
+    )
+    return subprocess.run(
+        ["bash", "-uc", script, "-", modules, job_env], capture_output=True, text=True, check=False
+    )
+
+
+def test_site_env_exports_job_env_words_and_refuses_malformed_ones() -> None:
+    assert _site_env("", "").stdout == "A=unset B=unset LOADED=none\n"
+    assert _site_env("", "A=1 B=x=y").stdout == "A=1 B=x=y LOADED=none\n"
+    bad = _site_env("", "A=1 not-a-name=2")
+    assert bad.returncode == 2
+    assert bad.stderr == "[autoexp] JOB_ENV word 'not-a-name=2' is not NAME=VALUE\n"
+
+
+def test_site_env_loads_modules_or_says_why_not() -> None:
+    # A stand-in for Lmod's shell function (this machine has no module system): it records its arguments
+    # and fails for a module named "missing".
+    fake = 'module() { [ "$1" = load ] || return 1; shift; [[ " $* " != *" missing "* ]] && LOADED="$*"; }; '
+    assert _site_env("gcc cuda", "A=1", fake).stdout == "A=1 B=unset LOADED=gcc cuda\n"
+    failed = _site_env("gcc missing", "", fake)
+    assert failed.returncode == 2
+    assert failed.stderr == "[autoexp] module load gcc missing failed (the YAML's MODULES)\n"
+    absent = _site_env("gcc", "")
+    assert absent.returncode == 2
+    assert "MODULES is set (gcc) but this node has no 'module' command" in absent.stderr

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoexp.config.builtins import BUILTIN_LINE, BUILTIN_ORIGIN
+
 # AutoExperiment's JobDef fields: a param with one of these names is also a field of the job.
 SPECIAL_KEYS = (
     "name",
@@ -58,6 +60,8 @@ class Job:
     def origin(self, var: str) -> str:
         """``file:line`` of the assignment that set ``var`` (KeyError if the job has no such variable)."""
         line = self.lines[var]
+        if line == BUILTIN_LINE:
+            return f"{BUILTIN_ORIGIN}:1"
         if line < 0:  # set by the -line'th -f override
             return f"<-f {self.overrides[-line - 1]}>:1"
         return f"{self.source}:{line}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoexp.config.builtins import BUILTIN_LINE, BUILTIN_ORIGIN, add_builtins
 from autoexp.config.errors import ConfigError
 from autoexp.config.interpolation import resolve_interpolations
 from autoexp.config.overrides import apply_overrides
@@ -48,6 +49,8 @@ class Config:
         """(file, line) for a node line; ``-f`` override values carry line -i for the i-th override."""
         if line < 0 and -line <= len(self.overrides):
             return f"<-f {self.overrides[-line - 1]}>", 1
+        if line == BUILTIN_LINE:
+            return BUILTIN_ORIGIN, 1
         return self.display_path(), line
 
     def airflow_line(self, key_path: str) -> int:
@@ -103,6 +106,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
             raise ConfigError(*where, AIRFLOW_KEY, "the airflow section must be a mapping")
         node.line = line
         airflow_node = node
+    add_builtins(root, config_path)  # after the overrides: `-f KEY=V` of a built-in is appended, so wins
     resolve_interpolations(root, shown)
     airflow = to_plain(airflow_node) if airflow_node is not None else None
     return Config(config_path, root, airflow, tuple(overrides), airflow_node)

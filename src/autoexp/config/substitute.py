@@ -209,7 +209,7 @@ def resolve(params: dict[str, Scalar]) -> dict[str, Scalar]:
     # Only strings with braces can change under str.format; only exprs can change by evaluation.
     pending = [k for k, v in params.items() if type(v) is str and ("{" in v or "}" in v or v[:5] == "expr(")]
     original = params.copy()
-    max_passes = len(params) + 10
+    max_passes = len(pending) + 10  # a chain of references is at most every pending value long
     changed: set[str] | None = None  # None: the first pass looks at everything
     for _ in range(max_passes):
         old = params.copy()

@@ -35,7 +35,10 @@ CASES = [
     ("name: x\nA: 1\nA: 2\n", "config.yaml:7: A: duplicate key (first defined at line 6)"),
     ("name: x\nA: [1, 2\n", "config.yaml:7: malformed YAML: expected ',' or ']', but got '<stream end>'"),
     ("name: x\n  bad: indent\n", "config.yaml:6: malformed YAML: mapping values are not allowed here"),
-    ('name: "{MODLE}"\nMODEL: m\n', "config.yaml:5: name: unresolved {MODLE}; did you mean MODEL? (job #1)"),
+    (
+        'name: "{MODLE}"\nMODEL: m\n',
+        "config.yaml:5: name: unresolved {MODLE}; did you mean MODULES, MODEL? (job #1)",
+    ),
     ('name: x\nA: "x{A}"\n', "config.yaml:6: A: reference cycle A -> A (job #1)"),
     (
         'name: x\nA: "{B}"\nB: "{C}"\nC: "{A}"\n',
@@ -70,7 +73,7 @@ CASES = [
     ),
     (
         'name: x\nA: "{{A}}x"\n',
-        "config.yaml:6: A: substitution did not settle after 16 passes (still changing: A); "
+        "config.yaml:6: A: substitution did not settle after 14 passes (still changing: A); "
         "a self-reference through doubled braces? (job #1)",
     ),
     (

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from autoexp.config import Job, expand, experiment_key, filter_jobs, load_config, render
+from autoexp.config.builtins import tools_hash
 
 SHIPPED = Path(__file__).resolve().parents[3] / "config" / "scaling_exps.yaml"
 
@@ -119,7 +120,8 @@ def test_cluster_settings_contract_and_paths(jobs: list[Job]) -> None:
     assert job.params["TRAIN_SCRIPT"] == "/p/data1/mmlaion/shared/repos/Megatron-LM/pretrain_gpt.py"
     assert job.params["EVAL_TASKS_PATH"] == "/p/data1/mmlaion/shared/eval"
     assert job.start_condition_cmd == (
-        "/p/data1/mmlaion/shared/autoexp/include/helpers/cooldown_helper.sh "
+        f"/p/data1/mmlaion/porian1/megatron_ref_logs/scaling_exps/.autoexp/tools/{tools_hash()}"
+        "/helpers/cooldown_helper.sh "
         "/p/data1/mmlaion/porian1/megatron_ref_logs/scaling_exps "
         "c4_10M_lr0.01_b1_0.9_b2_0.95_wd0.01_w585_n1_bs4__withBias 2000 100M"
     )
@@ -133,3 +135,30 @@ def test_cluster_settings_contract_and_paths(jobs: list[Job]) -> None:
 def test_every_job_renders_with_its_job_name_line(jobs: list[Job]) -> None:
     for job in jobs[:12]:
         assert f"#SBATCH --job-name={job.name}" in render(job)
+
+
+def test_conversion_jobs_ask_for_their_own_resources(jobs: list[Job]) -> None:
+    """Issue 15: the seed's 1,980 conversion jobs no longer ask for the training's 4 GPUs, 48 CPUs, 6 h."""
+    convert = [j for j in jobs if j.params["MODE"] == "CONVERT_EVAL"]
+    assert len(convert) == 540
+    for job in (convert[0], convert[-1]):
+        text = render(job)
+        assert "#SBATCH --gpus-per-node=1\n" in text
+        assert "#SBATCH --cpus-per-task=12\n" in text
+        assert "#SBATCH --time=60\n" in text
+        assert "GPUS_PER_NODE=1\n" in text  # the container's --nv follows the conversion's GPUs
+    train = render(next(j for j in jobs if j.params["MODE"] == "TRAIN"))
+    assert "#SBATCH --gpus-per-node=4\n" in train
+    assert "#SBATCH --time=360\n" in train
+
+
+def test_site_settings_are_rendered_not_read_from_the_shell(jobs: list[Job]) -> None:
+    train = render(next(j for j in jobs if j.params["MODE"] == "TRAIN"))
+    assert 'SOCKET_IFNAME="ib0"\n' in train
+    assert 'MASTER_ADDR="${NODE_ADDR:-$FIRST_NODE}i"' in train
+    assert 'autoexp_site_env "" ""' in train
+    for script in (train, render(jobs[1])):
+        assert "AUTOEXP_SOCKET_IFNAME" not in script
+        assert "AUTOEXP_MASTER_SUFFIX" not in script
+        assert "AUTOEXP_CONTAINER_ARGS" not in script
+        assert 'pytorch_24.09-py3.sif" "" || exit 2' in script  # CONTAINER_ARGS: the YAML's ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autoexp.config import Job, expand, load_config, render
+from autoexp.config.builtins import builtin_values
 from tests.autoexp.config.conftest import DATA
 
 EXPECTED_NAMES = [
@@ -35,8 +36,11 @@ def test_names_in_autoexperiment_order(jobs: list[Job]) -> None:
 def test_cooldown_params_exactly(jobs: list[Job]) -> None:
     job = jobs[4]
     assert job.name == "small_lr0.003_COOLDOWNc10"
-    # Every variable, in AutoExperiment's insertion order, with label pollution included.
-    assert list(job.params.items()) == [
+    # Every variable, in AutoExperiment's insertion order, with label pollution included; autoexp's
+    # built-ins (docs/cluster-tools.md) come before the file's first key.
+    builtins = list(builtin_values(job.config_path))
+    assert list(job.params)[: len(builtins)] == builtins
+    assert list(job.params.items())[len(builtins) :] == [
         ("cmd", "sbatch sbatch/small_lr0.003_COOLDOWNc10.sbatch"),
         ("check_interval_secs", 60),
         ("template", "ex/t.sbatch"),

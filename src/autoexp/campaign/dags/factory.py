@@ -21,7 +21,6 @@ from autoexp.campaign.dags.operators import (
     ReportOperator,
     StageOperator,
 )
-from autoexp.campaign.planning.checkout import HELPERS_DIR
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
@@ -234,7 +233,6 @@ def materialize(
                 "expected_env": env,
                 "scripts": dict(dag_plan.scripts),
                 "copies": dict(dag_plan.copies),
-                "helpers_dir": str(HELPERS_DIR),
                 "ssh_conn_id": settings.ssh_conn_id,
             },
         )

@@ -6,6 +6,7 @@ import json
 import logging
 import posixpath
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.planning import report_data as rep
-from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.checkout import ensure_default_env
+from autoexp.campaign.planning import tool_stage
 from autoexp.campaign.planning.config_source import ConfigDriftError, check_unchanged
 
 log = logging.getLogger(__name__)
@@ -34,11 +34,11 @@ def stage(
     expected_env: Mapping[str, str | None],
     scripts: Mapping[str, str],
     copies: Mapping[str, str],
-    helpers_dir: str,
     ssh_conn_id: str,
     context: Context,
 ) -> dict[str, str]:
-    """Render each job's sbatch script and upload it (plus the helpers); a dry run only renders and logs.
+    """Stage the shipped tools the jobs name (``TOOLS_ROOT``), render each job's sbatch script and
+    upload it; a dry run only renders and logs.
 
     The jobs are expanded again here (the DAG holds no rendered script), from the same file and the
     same ``${oc.env:...}`` values the DAG was planned from: anything else is refused, since the
@@ -48,7 +48,6 @@ def stage(
     from autoexp.config import expand, load_config, render
 
     path = Path(config_path)
-    ensure_default_env()  # the defaults the DAG processor planned with
     try:
         check_unchanged(path, expected_hash, expected_env)
     except ConfigDriftError as exc:
@@ -59,6 +58,11 @@ def stage(
         raise AirflowException(f"{config_path}: jobs {', '.join(missing)} are no longer in the config")
     dry = bool(context["params"].get("dry_run"))
     hook = None if dry else _hook(ssh_conn_id)
+    tools = tool_stage.targets([jobs[name].params for name in scripts])
+    if hook is None:
+        log.info("dry run: tool folders %s would be staged", [tool_stage.tool_dir(*t) for t in tools])
+    else:
+        stage_tools(hook, tools)  # before the scripts: a staged script always finds its tools
     staged: dict[str, str] = {}
     for name, remote in scripts.items():
         text = render(jobs[name])
@@ -70,13 +74,38 @@ def stage(
             hook.write_text(copies[name], text)
         staged[name] = remote
         log.info("staged %s -> %s", name, remote)
-    if hook is not None:
-        remote_helpers = run_layout.helpers_dir(next(iter(scripts.values())))
-        for helper in sorted(Path(helpers_dir).glob("*.sh")):
-            target = f"{remote_helpers}/{helper.name}"
-            hook.upload_file(str(helper), target)
-            hook.run(run_layout.chmod_executable(target))
     return staged
+
+
+def stage_tools(hook: Any, tools: Sequence[tuple[str, str]]) -> list[str]:
+    """Install each (TOOLS_ROOT, TOOLS_HASH) folder that is missing: one archive upload per hash, renamed
+    into place (tool_stage.install); returns the folders this call installed."""
+    from autoexp.config.builtins import tools_files, tools_hash
+
+    uploaded: list[str] = []
+    for root, digest in tools:
+        folder = tool_stage.tool_dir(root, digest)
+        if hook.run(tool_stage.present(root, digest)).stdout.strip() == "1":
+            log.info("tools %s already staged", folder)
+            continue
+        if digest != tools_hash():
+            raise AirflowException(
+                f"the DAG was planned with tools {digest} but this worker has {tools_hash()}; "
+                "wait for the DAG processor to re-parse, then clear this task"
+            )
+        token = uuid.uuid4().hex[:8]
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "tools.tar.gz"
+            local.write_bytes(tool_stage.archive(tools_files()))
+            tarball = f"{root.rstrip('/')}/.tmp-{digest}-{token}.tar.gz"
+            hook.upload_file(local, tarball)
+        result = hook.run(tool_stage.install(root, digest, tarball, token))
+        if result.exit_status != 0:
+            raise AirflowException(f"staging tools to {folder} failed: {result.stderr.strip()[-500:]}")
+        log.info("tools %s: %s", folder, result.stdout.strip())
+        if result.stdout.strip().endswith("installed"):  # else a concurrent stager's copy won the rename
+            uploaded.append(folder)
+    return uploaded
 
 
 def check_start_condition(hook: Any, command: str, task: str) -> None:

@@ -31,6 +31,7 @@ CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
 _FORMAT = 1
 _SCALARS = (str, int, float, bool, type(None))
 _PACKAGE = Path(__file__).resolve().parents[2]  # src/autoexp
+_TOOLS = _PACKAGE.parents[1] / "include"  # autoexp.config.builtins.TOOLS_SOURCE
 _KEEP = 32  # entries kept per folder: every edit of a config adds one
 
 
@@ -66,12 +67,18 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def _code_fingerprint() -> str:
-    """Size and mtime of the engine and planner sources: editing them invalidates every entry."""
+    """Size and mtime of the engine and planner sources, and of the shipped cluster tools (their hash is
+    the built-in TOOLS_HASH of every job): editing any of them invalidates every entry."""
     parts = []
     for folder in (_PACKAGE / "config", _PACKAGE / "campaign" / "planning"):
         for source in sorted(folder.glob("*.py")):
             st = source.stat()
             parts.append(f"{source.name}:{st.st_size}:{st.st_mtime_ns}")
+    for part in ("autoexp_cluster", "helpers", "sbatch"):  # autoexp.config.builtins.TOOLS_PARTS
+        for source in sorted((_TOOLS / part).rglob("*")):
+            if source.is_file() and "__pycache__" not in source.parts:
+                st = source.stat()
+                parts.append(f"{source.relative_to(_TOOLS)}:{st.st_size}:{st.st_mtime_ns}")
     return ";".join(parts)
 
 

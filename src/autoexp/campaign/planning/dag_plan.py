@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 from slurm_operator import naming
 
-from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError
+from autoexp.campaign.planning import fields, run_layout
+from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
 from autoexp.campaign.planning.report_data import param_count
 from autoexp.campaign.planning.schedule import dag_schedule
-from autoexp.campaign.planning.settings import AirflowSettings
+from autoexp.campaign.planning.settings import AirflowSettings, _line_of
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"
@@ -151,10 +152,15 @@ class _Names(Protocol):
 
 
 def _format(template: str, job: JobLike, what: str) -> str:
+    """``template`` (a setting's value, plain ``{VAR}`` fields checked when parsed) filled from ``job``."""
     try:
-        return template.format_map(dict(job.params))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise PlanError(f"{job.name}: airflow.{what}: cannot fill {template!r}: {exc!r}") from None
+        return fields.fill(template, job.params)
+    except KeyError as exc:
+        where = _where(job, "name").rsplit(":", 1)[0]
+        raise PlanError(
+            f"{_line_of(Path(where), what)}: airflow.{what}: {{{exc.args[0]}}} is not a variable of job "
+            f"{job.name}"
+        ) from None
 
 
 def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:

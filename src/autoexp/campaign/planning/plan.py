@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoexp.campaign.planning import cache, run_layout
-from autoexp.campaign.planning.checkout import ensure_default_env
 from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError, parse_settings
 
 PRETRAIN = "pretrain"
@@ -344,7 +343,6 @@ def load_plans(
 ) -> tuple[list[ExperimentPlan], AirflowSettings]:
     """Load, expand and plan one config (through the expansion cache); raises ConfigError, SettingsError,
     PlanError or OSError."""
-    ensure_default_env()
     path = Path(config_path).absolute()
     folder = cache.cache_dir()
     key = cache.cache_key(path.read_bytes(), overrides, path) if folder is not None else ""

@@ -105,11 +105,6 @@ def script_path(remote_dir: str, job_name: str) -> str:
     return f"{remote_dir.rstrip('/')}/scripts/{job_name}.sbatch"
 
 
-def helpers_dir(script: str) -> str:
-    """Where stage uploads include/helpers/, next to the scripts (the templates source them there)."""
-    return f"{posixpath.dirname(script)}/helpers"
-
-
 def state_dir(remote_dir: str) -> str:
     """Folder of the outcome markers inside an experiment's staging folder."""
     return posixpath.join(remote_dir, "state")
@@ -168,8 +163,3 @@ def done_when_all_done(commands: list[str]) -> str:
 def remove_file(*paths: str) -> str:
     """Remove files if they exist (never fails)."""
     return "rm -f -- " + " ".join(shlex.quote(p) for p in paths)
-
-
-def chmod_executable(path: str) -> str:
-    """Make an uploaded helper executable."""
-    return f"chmod +x {shlex.quote(path)}"

@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
+from autoexp.campaign.planning import fields as format_fields
 from autoexp.campaign.planning import schedule as schedules
 
 _SCHEMA = ConfigDict(extra="forbid")
@@ -86,6 +87,20 @@ class _Parsed(_Exact):
             return self.parse(super().check(value))
         except ValueError:
             raise self.error(value) from None
+
+
+class _Checked(_Exact):
+    """A string that ``check`` must accept; its ValueError's text is the key's one-line error."""
+
+    def __init__(self, text: str, check: Callable[[str], str]) -> None:
+        super().__init__(text, str)
+        self.validate = check
+
+    def check(self, value: Any) -> Any:
+        try:
+            return self.validate(super().check(value))
+        except ValueError as exc:
+            raise PydanticCustomError("autoexp_type", "{why}", {"why": str(exc)}) from None
 
 
 Count = Annotated[int, _Exact("int", int)]
@@ -202,7 +217,7 @@ class AirflowSettings:
     pool: Text = Field(
         default="", description="Airflow pool capping concurrent Slurm jobs; empty: `slurm_<ssh_conn_id>`"
     )
-    remote_dir: Text = Field(
+    remote_dir: Annotated[str, _Checked("str, plain `{VAR}` fields only", format_fields.checked)] = Field(
         default="{RUN_DIR}/autoexp",
         description="cluster folder where rendered scripts and helpers are staged; "
         "`{VAR}`s of the pretrain TRAIN job",

@@ -20,7 +20,6 @@ def stage(path: Path, digest: str, env: dict[str, str | None]) -> Any:
         expected_env=env,
         scripts={},
         copies={},
-        helpers_dir="/nonexistent",
         ssh_conn_id="unused",
         context=context,
     )

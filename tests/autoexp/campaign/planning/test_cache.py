@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autoexp.campaign.planning import cache
-from autoexp.campaign.planning.checkout import REPO_ROOT, ensure_default_env
+from autoexp.campaign.planning.checkout import REPO_ROOT
 from autoexp.campaign.planning.plan import ExperimentPlan, plan_campaign
 from autoexp.campaign.planning.settings import parse_settings
 from autoexp.config import expand, load_config
@@ -32,7 +32,6 @@ def summary(plans: list[ExperimentPlan]) -> list[tuple[object, ...]]:
 
 
 def test_a_cache_hit_plans_like_a_fresh_expansion(tmp_path: Path) -> None:
-    ensure_default_env()
     config = load_config(DEMO)
     settings = parse_settings(config.airflow, DEMO)
     jobs = expand(config)

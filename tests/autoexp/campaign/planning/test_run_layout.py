@@ -41,7 +41,6 @@ def test_every_path_of_a_run_and_its_staging_folder() -> None:
     assert run_layout.script_path("/stage/", "job") == "/stage/scripts/job.sbatch"
     assert run_layout.script_copy(out, "job") == "/runs/a/job.sbatch"
     assert run_layout.script_copy("x.out", "job") == ""
-    assert run_layout.helpers_dir("/stage/scripts/job.sbatch") == "/stage/scripts/helpers"
     assert run_layout.outcome_path("/stage/state", "manual__1", "pretrain", "failed") == (
         "/stage/state/manual__1/pretrain.failed"
     )
