@@ -15,7 +15,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.planning import report_data as rep
-from autoexp.campaign.planning import tool_stage
+from autoexp.campaign.planning import run_layout, tool_stage
 from autoexp.campaign.planning.config_source import ConfigDriftError, check_unchanged
 
 log = logging.getLogger(__name__)

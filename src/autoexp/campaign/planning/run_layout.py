@@ -79,7 +79,8 @@ def attempt_logs(pattern: str, names: Sequence[str]) -> list[str]:
     jobs = sorted(
         (int(middle), name)
         for name in names
-        if name.startswith(head) and name.endswith(tail)
+        if name.startswith(head)
+        and name.endswith(tail)
         and (middle := name[len(head) : len(name) - len(tail)]).isdigit()
     )
     return [f"{folder}/{name}" for _, name in jobs]

@@ -76,4 +76,5 @@ def test_shell_snippets_against_a_real_folder(tmp_path: Path) -> None:
 def test_attempt_logs_are_every_job_s_log_of_the_training_oldest_first() -> None:
     pattern = run_layout.train_output("/runs/exp/logs/train.out", "/runs/exp")
     names = ["train-12.out", "train-9.out", "train-x.out", "train-12.out.bak", "convert-3.out", "train-.out"]
-    assert run_layout.attempt_logs(pattern, names) == ["/runs/exp/logs/train-9.out", "/runs/exp/logs/train-12.out"]
+    expected = ["/runs/exp/logs/train-9.out", "/runs/exp/logs/train-12.out"]
+    assert run_layout.attempt_logs(pattern, names) == expected
