@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autoexp.campaign.planning.checkout import ensure_default_env
 from autoexp.campaign.planning.plan import ExperimentPlan
 from autoexp.campaign.planning.settings import Keys
 
@@ -45,6 +46,7 @@ def grid_axes(config_path: str | Path) -> list[str]:
             for item in node.items:
                 walk(item)
 
+    ensure_default_env()  # the defaults the factory plans with (the config reads them)
     walk(load_config(config_path).root)
     return list(found)
 
