@@ -22,14 +22,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 from tests.e2e.campaign import DEMO, REPO, start_module_stack
 from tests.e2e.test_ui_browser import Ui, _browser
 from tests.fixtures.airflow_stack import AirflowStack
+from tests.scripts.test_campaign_run import driver
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -48,7 +52,9 @@ class Campaign:
     stack: AirflowStack
     api: AirflowApi
     password: str
+    reports: Path
     run_id: str
+    started: dict[str, str]
     browser: WebDriver
     shots: Path
 
@@ -122,14 +128,16 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         stack.poll(f"{CAMPAIGN_DAG} to be parsed", lambda: _parsed(api, CAMPAIGN_DAG), 300, 2)
         for dag_id in EXPERIMENTS:
             stack.poll(f"{dag_id} to be parsed", lambda d=dag_id: _parsed(api, d), 120, 2)
-        # The whole campaign: the defaults select everything; dry runs, waited for.
-        run_id = api.trigger(CAMPAIGN_DAG, {"dry_run": True, "wait": True})["dag_run_id"]
-        state = stack.poll(f"{CAMPAIGN_DAG} run {run_id} to end", lambda: _ended(api, run_id), 600, 3)
-        assert state == "success", _task_states(api, run_id)
+        # The whole campaign as scripts/demo starts it (the defaults select everything), here as
+        # dry runs waited for.
+        demo_api = driver.Api(stack.port, api.token)
+        started = driver.trigger_campaign(demo_api, DEMO, {"dry_run": True, "wait": True}, timeout=600)
+        run_id = api.latest_runs([CAMPAIGN_DAG])[CAMPAIGN_DAG]["dag_run_id"]
+        assert _ended(api, run_id) == "success", _task_states(api, run_id)
         browser = _browser()
         shots = base / "screenshots"
         shots.mkdir()
-        yield Campaign(stack, api, password, run_id, browser, shots)
+        yield Campaign(stack, api, password, base / "reports", run_id, started, browser, shots)
     finally:
         if browser is not None:
             browser.quit()
@@ -162,6 +170,7 @@ def test_the_trigger_dag_starts_every_experiment_and_says_so(campaign: Campaign)
     assert named == dict.fromkeys(EXPERIMENTS, "success")
     started = api.xcom(CAMPAIGN_DAG, run_id, "summary")
     assert sorted(started) == sorted(EXPERIMENTS)
+    assert started == campaign.started  # what the demo prints
     for dag_id, child in started.items():
         run = api.call("GET", f"dags/{dag_id}/dagRuns/{child}")
         assert run["state"] == "success"
@@ -208,6 +217,13 @@ def test_the_json_behind_the_page(campaign: Campaign) -> None:
     assert view["report"]["plots"] == ["loss_vs_compute.png"]  # a path in the list is not served
     status, _ = campaign.get("/campaigns/api/campaigns/nope", token)
     assert status == 404
+    # The run tab's JSON: the run's phases; no report (dry runs skip it).
+    run_id = tiny["run"]["run_id"]
+    status, run = campaign.get(f"/campaigns/api/experiments/{tiny['dag_id']}/{run_id}", token)
+    assert status == 200
+    skipped = {"state": "skipped", "latest_checkpoint": None, "evaluations": 0}
+    assert run["phases"] == {phase: skipped for phase in PHASES}
+    assert run["note"] == "no report yet: the run's report task has not written one"
 
 
 def _login(campaign: Campaign) -> None:
@@ -216,24 +232,43 @@ def _login(campaign: Campaign) -> None:
     campaign.browser.add_cookie({"name": "_token", "value": campaign.api.token or "", "path": "/"})
 
 
+def _in_frame(ui: Ui, *texts: str) -> str:
+    """The text of the external view's iframe once it shows ``texts``."""
+    frame = WebDriverWait(ui.browser, 60).until(lambda b: b.find_element(By.TAG_NAME, "iframe"))
+    ui.browser.switch_to.frame(frame)
+    try:
+        return ui.shows(*texts)
+    finally:
+        ui.browser.switch_to.default_content()
+
+
 def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
     _login(campaign)
     ui = Ui(campaign.stack, campaign.run_id, campaign.browser, campaign.shots)
+    names = [d.removeprefix("demo_") for d in EXPERIMENTS]
     ui.open("campaigns/")
-    text = ui.shows(*EXPERIMENTS, "GPU-hours: total 5.000", "Trigger slice", "tiny", "small")
+    ui.shows(*names, "GPU-hours: total 5.000", "Trigger slice")
     # Every experiment row: its run succeeded, its three phases skipped (dry runs), the report's
-    # final loss in the pretraining cell.
+    # final loss in the pretraining cell and its GPU-hours.
     for i, dag_id in enumerate(EXPERIMENTS):
-        row = campaign.browser.find_element("css selector", f'tr[data-dag="{dag_id}"]')
-        assert row.text.split().count("skipped") == 3, row.text
-        assert "success" in row.text.split(), row.text
-        assert f"skipped {5.5 + i:.3f}" in row.text, row.text
-    assert "demo_small_lr0.01_bs4" in text
+        row = campaign.browser.find_element(By.CSS_SELECTOR, f'tr[data-dag="{dag_id}"]')
+        assert row.text.split()[0] == names[i]
+        assert row.text.split()[-6:] == ["success", "skipped", f"{5.5 + i:.3f}", "skipped", "skipped", ANY]
+        cell = row.find_element(By.CSS_SELECTOR, "td.success a")
+        assert cell.get_attribute("href").startswith(f"{campaign.url}/dags/{dag_id}/runs/")
     ui.screenshot("campaigns-page")
     # The same page inside Airflow's UI: the "Campaigns" entry of the navigation.
     ui.open("plugin/campaigns")
-    ui.shows("Campaigns")
+    _in_frame(ui, *names, "Trigger slice")
     ui.screenshot("campaigns-in-airflow-ui")
+    # Each run's "Campaign" tab: that experiment's phases.
+    dag_id = EXPERIMENTS[0]
+    run_id = campaign.api.xcom(CAMPAIGN_DAG, campaign.run_id, "summary")[dag_id]
+    ui.open(f"dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}/plugin/campaign_run")
+    ui.shows("Campaign")
+    text = _in_frame(ui, dag_id, "latest checkpoint", "cooldown_12K", "no report yet")
+    assert text.count("skipped") == 3
+    ui.screenshot("experiment-run-tab")
 
 
 def test_trigger_button_starts_a_slice(campaign: Campaign) -> None:
@@ -262,6 +297,8 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     env = {
         **os.environ,
         "AUTOEXP_AIRFLOW_PASSWORD": campaign.password,
+        # GPU-hours come from the campaign report, read where the command runs.
+        "AUTOEXP_REPORT_ROOT": str(campaign.reports),
         "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("src", "plugins", "include")),
     }
     out = subprocess.run(
