@@ -111,14 +111,14 @@ def _report(root: Path) -> None:
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     base = tmp_path_factory.mktemp("campaign-ui")
     password = secrets.token_urlsafe(16)
-    (base / "passwords.json").write_text(json.dumps({"admin": password}))
+    (base / "passwords.json").write_text(json.dumps({"admin": password, "viewer": password}))
     _report(base / "reports")
     stack = start_module_stack(
         base / "home",
         DEMO,
         base / "campaign",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(base / "passwords.json"),
         AUTOEXP_REPORT_ROOT=str(base / "reports"),
     )
@@ -272,25 +272,45 @@ def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
 
 
 def test_trigger_button_starts_a_slice(campaign: Campaign) -> None:
-    token = campaign.api.token
-    body = json.dumps({"filters": {"EXPERIMENTS": ["tiny"]}, "text": "CD_SCALE=8K", "dry_run": True})
-    req = urllib.request.Request(
-        f"{campaign.url}/campaigns/api/campaigns/demo/trigger",
-        data=body.encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as answer:
-        started = json.loads(answer.read())
-    assert started["dag_id"] == CAMPAIGN_DAG
-    run_id = started["run_id"]
+    _login(campaign)
+    ui = Ui(campaign.stack, campaign.run_id, campaign.browser, campaign.shots)
+    ui.open("campaigns/")
+    ui.shows("Trigger slice")
+    form = campaign.browser.find_element(By.CSS_SELECTOR, 'form[data-campaign="demo"]')
+    form.find_element(By.CSS_SELECTOR, 'input[name="EXPERIMENTS"][value="tiny"]').click()
+    form.find_element(By.NAME, "_text").send_keys("CD_SCALE=8K")
+    form.find_element(By.NAME, "_dry").click()
+    form.find_element(By.TAG_NAME, "button").click()
+    ui.shows("started manual__")
+    ui.screenshot("slice-triggered")
+    link = form.find_element(By.CSS_SELECTOR, ".result a")
+    run_id = urllib.parse.unquote(str(link.get_attribute("href")).rsplit("/", 1)[1])
     state = campaign.stack.poll("the slice's run to end", lambda: _ended(campaign.api, run_id), 300, 3)
     assert state == "success", _task_states(campaign.api, run_id)
     chosen = campaign.api.xcom(CAMPAIGN_DAG, run_id, "select")
-    assert [(c["trigger_dag_id"], c["conf"]["phases"]) for c in chosen] == [
-        ("demo_demo_tiny_lr0.003_bs4", ["cooldown_8K"]),
-        ("demo_demo_tiny_lr0.01_bs4", ["cooldown_8K"]),
+    assert [(c["trigger_dag_id"], c["conf"]) for c in chosen] == [
+        ("demo_demo_tiny_lr0.003_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
+        ("demo_demo_tiny_lr0.01_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
     ]
+
+
+def test_a_viewer_sees_the_campaign_but_cannot_trigger_it(campaign: Campaign) -> None:
+    viewer = AirflowApi.login(campaign.url, "viewer", campaign.password)
+    status, _ = campaign.get("/campaigns/api/campaigns/demo", viewer.token)
+    assert status == 200
+    body = json.dumps({"filters": {"EXPERIMENTS": ["tiny"]}, "dry_run": True}).encode()
+    for token, expected in ((viewer.token, 403), (campaign.api.token, 422)):
+        req = urllib.request.Request(
+            f"{campaign.url}/campaigns/api/campaigns/demo/trigger",
+            data=body if expected == 403 else json.dumps({"text": "CD_SCALE"}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=60)
+        assert refused.value.code == expected
+    # A malformed filter is refused before any run starts, in one line.
+    assert json.loads(refused.value.read())["detail"] == "filter 'CD_SCALE': write KEY=VALUE[,VALUE...]"
 
 
 def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
@@ -325,6 +345,16 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     assert sorted(by_dag) == sorted(EXPERIMENTS)
     # All phases skipped (dry runs): the last phase is shown; no job was submitted.
     assert by_dag["demo_demo_small_lr0.01_bs4"] == ["success", "cooldown_12K", "skipped", "-", "0", "-", "2"]
+    # The same with a token instead of a user.
+    with_token = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        env={**env, "AUTOEXP_AIRFLOW_TOKEN": campaign.api.token or ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert with_token.stdout == out.stdout, with_token.stderr
     wrong = subprocess.run(
         [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
         env={**env, "AUTOEXP_AIRFLOW_USER": "admin", "AUTOEXP_AIRFLOW_PASSWORD": "wrong"},

@@ -72,6 +72,7 @@ function form(c){
   }
   h += ' <label>more filters <input name="_text" placeholder="KEY=V1,V2"></label>'
     + ' <label><input type="checkbox" name="_wait">wait</label>'
+    + ' <label><input type="checkbox" name="_dry">dry run</label>'
     + ' <button type="submit">Trigger slice</button> <span class="result"></span></form>';
   return h;
 }
@@ -79,7 +80,7 @@ async function trigger(ev){
   ev.preventDefault();
   const f = ev.target, filters = {};
   for (const box of f.querySelectorAll("fieldset input:checked")) (filters[box.name] ??= []).push(box.value);
-  const body = {filters: filters, text: f._text.value, wait: f._wait.checked};
+  const body = {filters: filters, text: f._text.value, wait: f._wait.checked, dry_run: f._dry.checked};
   const out = f.querySelector(".result");
   try {
     const run = await getJson(base + "/api/campaigns/" + encodeURIComponent(f.dataset.campaign) + "/trigger",

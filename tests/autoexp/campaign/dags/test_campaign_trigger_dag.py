@@ -48,6 +48,8 @@ def test_one_mapped_trigger_per_experiment_named_by_it() -> None:
     assert sorted(dag.task_dict) == ["select", "summary", "trigger"]
     trigger = dag.task_dict["trigger"]
     assert trigger.partial_kwargs["map_index_template"] == "{{ task.trigger_dag_id }}"
+    # Waiting for the triggered runs happens in the triggerer, not in a worker slot.
+    assert trigger.partial_kwargs["deferrable"] is True
     assert dag.task_dict["summary"].trigger_rule == "all_done"
     assert dag.task_dict["select"].downstream_task_ids == {"trigger"}
 
