@@ -232,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     for plan in plans:
         api.wait_dag(plan.dag_id, 300)
+        api.call("PATCH", f"dags/{plan.dag_id}", {"is_paused": False})  # a paused DAG's run only queues
     runs = trigger_campaign(api, args.config)
     for dag_id, run_id in runs.items():
         log.info("triggered %s (%s)", dag_id, run_id)

@@ -9,7 +9,7 @@ and returns what was started.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,9 @@ from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)
 TRIGGER_TASK = "trigger"
+# How long a trigger waits for its run when the Wait box is ticked: longer than a pretraining of the
+# seed campaign with its resubmissions; past it the trigger task fails, the experiment's run goes on.
+WAIT_LIMIT = timedelta(days=14)
 FILTERS_PARAM = "filters"
 
 
@@ -133,6 +136,7 @@ def _dag(
             task_id=TRIGGER_TASK,
             map_index_template="{{ task.trigger_dag_id }}",
             deferrable=True,
+            execution_timeout=WAIT_LIMIT,
             poke_interval=max(5, int(settings.poll_interval_secs)),
             openlineage_inject_parent_info=False,
         ).expand_kwargs(select.output)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -50,6 +51,7 @@ def test_one_mapped_trigger_per_experiment_named_by_it() -> None:
     assert trigger.partial_kwargs["map_index_template"] == "{{ task.trigger_dag_id }}"
     # Waiting for the triggered runs happens in the triggerer, not in a worker slot.
     assert trigger.partial_kwargs["deferrable"] is True
+    assert trigger.partial_kwargs["execution_timeout"] == timedelta(days=14)
     assert dag.task_dict["summary"].trigger_rule == "all_done"
     assert dag.task_dict["select"].downstream_task_ids == {"trigger"}
 
