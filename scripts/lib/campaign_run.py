@@ -80,6 +80,14 @@ class Api:
         return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
 
 
+def _state_or_busy(api: Api, dag_id: str, run_id: str) -> str:
+    """The run's state; "unknown (the API server did not answer)" when a poll times out (asked again)."""
+    try:
+        return api.run_state(dag_id, run_id)
+    except TimeoutError:
+        return "unknown (the API server did not answer in time)"
+
+
 def trigger_campaign(
     api: Api, config: Path, conf: dict[str, Any] | None = None, timeout: float = 300
 ) -> dict[str, str]:
@@ -90,7 +98,7 @@ def trigger_campaign(
     api.wait_dag(dag_id, timeout)
     run_id = api.trigger(dag_id, dict(conf or {}))
     deadline = time.monotonic() + timeout
-    while (state := api.run_state(dag_id, run_id)) not in ("success", "failed"):
+    while (state := _state_or_busy(api, dag_id, run_id)) not in ("success", "failed"):
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"{dag_id} run {run_id} still {state} after {timeout:.0f} s: see its task logs"

@@ -24,6 +24,10 @@ class ApiError(RuntimeError):
         self.status = status
 
 
+class _TimedOut(ApiError):
+    """No answer within the timeout (retried for reads)."""
+
+
 @dataclass(frozen=True)
 class AirflowApi:
     """The REST API at ``base_url`` (``http://host:8080``), with a JWT when the server wants one."""
@@ -39,7 +43,16 @@ class AirflowApi:
             headers["Authorization"] = f"Bearer {self.token}"
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
-        return _send(req, self.timeout)
+        # A read (GET, or a POST .../list) that times out is asked again: a loaded API server
+        # sometimes answers after the timeout. A write is sent once (nothing submitted twice).
+        reads = 3 if method == "GET" or path.endswith("/list") else 1
+        for attempt in range(1, reads + 1):
+            try:
+                return _send(req, self.timeout)
+            except _TimedOut as exc:
+                if attempt == reads:
+                    raise ApiError(f"{exc} ({reads} tries)") from None
+        return None  # not reached
 
     @classmethod
     def login(cls, base_url: str, username: str, password: str, timeout: float = 30) -> AirflowApi:
@@ -115,8 +128,14 @@ def _send(req: urllib.request.Request, timeout: float) -> Any:
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:200].replace("\n", " ")
         raise ApiError(f"{where}: HTTP {exc.code} {detail}", exc.code) from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+    except TimeoutError:
+        raise _TimedOut(f"{where}: no answer within {timeout:.0f} s; is the API server overloaded?") from None
+    except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            raise _TimedOut(
+                f"{where}: no answer within {timeout:.0f} s; is the API server overloaded?"
+            ) from None
         raise ApiError(
             f"{where}: cannot reach Airflow ({reason}); is the API server up at that URL?"
         ) from None
