@@ -2,7 +2,8 @@
 
 from airflow.plugins_manager import AirflowPlugin
 
-from autoexp.campaign.ui.app import URL_PREFIX, app
+# Light: every task process loads every plugin; the FastAPI app is imported at its first request.
+from autoexp.campaign.ui.lazy_app import URL_PREFIX, app
 
 
 class AutoexpCampaignsPlugin(AirflowPlugin):

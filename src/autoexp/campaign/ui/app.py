@@ -28,7 +28,6 @@ from autoexp.campaign.ui import campaign_view as cv
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 from autoexp.campaign.ui.pages import CAMPAIGNS_PAGE, EXPERIMENT_PAGE
 
-URL_PREFIX = "/campaigns"
 URL_ENV = "AUTOEXP_AIRFLOW_URL"
 
 
