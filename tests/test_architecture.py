@@ -53,6 +53,13 @@ def test_every_contract_is_kept() -> None:
             "campaign planning imports no Airflow",
         ),
         ("src/autoexp/config/errors.py", "import autoexp.campaign.dags", "dags over planning over config"),
+        # The UI plugin's app beside the DAGs: neither imports the other, planning imports neither.
+        ("src/autoexp/campaign/ui/pages.py", "import autoexp.campaign.dags.factory", "dags over planning"),
+        (
+            "src/autoexp/campaign/planning/__init__.py",
+            "import autoexp.campaign.ui.pages",
+            "dags over planning",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

@@ -31,15 +31,18 @@ log = logging.getLogger("autoexp.demo")
 class Api:
     """Minimal Airflow 3 REST client (the demo's stack lets every loopback caller in as admin)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, token: str | None = None) -> None:
         self.base = f"http://127.0.0.1:{port}"
+        self.headers = {"Content-Type": "application/json"}
+        if token:  # a stack with its login on (the tests'); the demo's needs none
+            self.headers["Authorization"] = f"Bearer {token}"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         request = urllib.request.Request(  # noqa: S310 (fixed http://127.0.0.1 base)
             f"{self.base}/api/v2/{path.lstrip('/')}",
             data=None if body is None else json.dumps(body).encode(),
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers=self.headers,
         )
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (fixed http://127.0.0.1)
             raw = response.read()
@@ -75,6 +78,39 @@ class Api:
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+
+def _state_or_busy(api: Api, dag_id: str, run_id: str) -> str:
+    """The run's state; "unknown (the API server did not answer)" when a poll times out (asked again)."""
+    try:
+        return api.run_state(dag_id, run_id)
+    except TimeoutError:
+        return "unknown (the API server did not answer in time)"
+
+
+def trigger_campaign(
+    api: Api, config: Path, conf: dict[str, Any] | None = None, timeout: float = 300
+) -> dict[str, str]:
+    """One click: the config's campaign DAG with its defaults (every experiment); -> DAG id -> run id."""
+    from autoexp.campaign.planning.campaign_slice import campaign_dag_id
+
+    dag_id = campaign_dag_id(config)
+    api.wait_dag(dag_id, timeout)
+    run_id = api.trigger(dag_id, dict(conf or {}))
+    deadline = time.monotonic() + timeout
+    while (state := _state_or_busy(api, dag_id, run_id)) not in ("success", "failed"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{dag_id} run {run_id} still {state} after {timeout:.0f} s: see its task logs"
+            )
+        time.sleep(2)
+    path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/summary/xcomEntries/return_value"
+    started = api.call("GET", path)["value"] if state == "success" else {}
+    if not started:
+        raise RuntimeError(
+            f"{dag_id} run {run_id} ended {state} and started nothing: see its select task's log"
+        )
+    return {str(k): str(v) for k, v in started.items()}
 
 
 def _epoch(stamp: str) -> float | None:
@@ -213,11 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     api = Api(args.port)
     api.wait_healthy(300)
     t0 = time.time()
-    runs = {}
     for plan in plans:
         api.wait_dag(plan.dag_id, 300)
-        runs[plan.dag_id] = api.trigger(plan.dag_id, {"dry_run": False})
-        log.info("triggered %s (%s)", plan.dag_id, runs[plan.dag_id])
+        api.call("PATCH", f"dags/{plan.dag_id}", {"is_paused": False})  # a paused DAG's run only queues
+    runs = trigger_campaign(api, args.config)
+    for dag_id, run_id in runs.items():
+        log.info("triggered %s (%s)", dag_id, run_id)
+    log.info("the Campaigns page: %s/campaigns/ (in Airflow's UI: Campaigns, in the navigation)", api.base)
     states: dict[str, str] = {}
     deadline = time.monotonic() + args.timeout
     while len(states) < len(runs) and time.monotonic() < deadline:

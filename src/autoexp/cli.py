@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autoexp import cli_status
 from autoexp.config import (
     ConfigError,
     Job,
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("airflow-setup", help=setup_help, description=setup_help)
     setup.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="the YAML configs")
     setup.add_argument("--slots", type=int, help="pool slots (default: an existing pool's, else 8)")
+    cli_status.add_parser(sub)
     return parser
 
 
@@ -211,4 +213,5 @@ _COMMANDS = {
     "show": _show,
     "airflow-setup": _airflow_setup,
     "doctor": _doctor,
+    "status": cli_status.run_status,
 }

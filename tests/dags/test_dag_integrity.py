@@ -31,7 +31,9 @@ def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
 def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatch) -> None:
     dagbag = bag([DEMO], monkeypatch)
     assert dagbag.import_errors == {}
+    # One DAG per experiment, and the campaign's trigger DAG.
     assert sorted(dagbag.dags) == [
+        "autoexp_campaign_demo",
         "demo_demo_small_lr0.003_bs4",
         "demo_demo_small_lr0.01_bs4",
         "demo_demo_tiny_lr0.003_bs4",
@@ -108,7 +110,7 @@ def test_broken_config_is_an_import_error_and_spares_the_others(
     broken.write_text(text.replace("  retries: 1\n", "  retries: many\n"))
     line = text.splitlines().index("  retries: 1") + 1
     dagbag = bag([broken, DEMO], monkeypatch)
-    assert len(dagbag.dags) == 4
+    assert len(dagbag.dags) == 5  # the demo's 4 experiments and its trigger DAG
     assert list(dagbag.import_errors.values()) == [
         f"CampaignConfigError: {broken}:{line}: airflow.retries: expected int, got 'many'"
     ]
@@ -132,7 +134,7 @@ def test_bad_branch_iteration_names_file_and_line(tmp_path: Path, monkeypatch: p
 def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     dagbag = bag([SEED], monkeypatch)
     assert dagbag.import_errors == {}
-    assert len(dagbag.dags) == 90
+    assert len(dagbag.dags) == 91  # 90 experiments and the campaign's trigger DAG
     budgets = ["100M", "200M", "400M", "1B", "2B"]
     dag = dagbag.dags["c4_10M_lr0.01_b1_0.9_b2_0.95_wd0.01_w585_n1_bs4__withBias"]
     # No airflow: section: the defaults.

@@ -1,0 +1,85 @@
+"""The campaign trigger DAG as built at parse time: its form, its tasks, its place next to the experiments.
+(That it triggers the experiments is tested on a real stack: tests/e2e/test_campaign_ui.py.)"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag, select_task
+from autoexp.campaign.dags.factory import register
+from autoexp.campaign.planning.checkout import REPO_ROOT
+
+DEMO = REPO_ROOT / "config" / "demo.yaml"
+AXES = ["EXPERIMENTS", "LR", "BIAS", "PHASE", "CD_SCALE", "DATASET"]
+
+
+def test_the_form_has_one_multi_select_per_axis_and_defaults_to_everything() -> None:
+    dag = build_campaign_trigger_dag(DEMO)
+    assert dag.dag_id == "autoexp_campaign_demo"
+    schemas = {name: dag.params.get_param(name).schema for name in dag.params}
+    assert list(schemas) == ["EXPERIMENTS", "LR", "PHASE", "CD_SCALE", "filters", "wait", "dry_run"]
+    # ``examples`` on an array Param is what makes Airflow's form draw a multi-select.
+    assert schemas["LR"] == {
+        "type": "array",
+        "items": {"type": "string", "enum": ["0.003", "0.01"]},
+        "examples": ["0.003", "0.01"],
+        "title": "LR",
+    }
+    assert dag.params.get_param("LR").description == (
+        "keep the jobs whose LR is one of these; none picked: every value"
+    )
+    defaults = dag.params.dump()
+    assert defaults == {
+        "EXPERIMENTS": [],
+        "LR": [],
+        "PHASE": [],
+        "CD_SCALE": [],
+        "filters": "",
+        "wait": False,
+        "dry_run": False,
+    }
+
+
+def test_one_mapped_trigger_per_experiment_named_by_it() -> None:
+    dag = build_campaign_trigger_dag(DEMO)
+    assert sorted(dag.task_dict) == ["select", "summary", "trigger"]
+    trigger = dag.task_dict["trigger"]
+    assert trigger.partial_kwargs["map_index_template"] == "{{ task.trigger_dag_id }}"
+    # Waiting for the triggered runs happens in the triggerer, not in a worker slot.
+    assert trigger.partial_kwargs["deferrable"] is True
+    assert trigger.partial_kwargs["execution_timeout"] == timedelta(days=14)
+    assert dag.task_dict["summary"].trigger_rule == "all_done"
+    assert dag.task_dict["select"].downstream_task_ids == {"trigger"}
+
+
+def test_select_turns_the_params_into_one_trigger_per_experiment() -> None:
+    params: dict[str, Any] = {"EXPERIMENTS": ["small"], "filters": "PHASE=PRETRAIN", "wait": True}
+    chosen = select_task(str(DEMO), AXES, params)
+    note = "triggered by autoexp_campaign_demo: slice EXPERIMENTS=small PHASE=PRETRAIN: 2 experiment(s)"
+    assert chosen == [
+        {
+            "trigger_dag_id": dag_id,
+            "conf": {"dry_run": False, "phases": ["pretrain"]},
+            "wait_for_completion": True,
+            "note": note,
+        }
+        for dag_id in ("demo_demo_small_lr0.003_bs4", "demo_demo_small_lr0.01_bs4")
+    ]
+
+
+def test_a_bad_or_empty_slice_fails_the_run_with_one_line() -> None:
+    with pytest.raises(AirflowException, match=r"^filter SIZE=1: no experiment has SIZE"):
+        select_task(str(DEMO), AXES, {"filters": "SIZE=1"})
+    with pytest.raises(AirflowException, match=r"^slice LR=0.5: 0 experiment\(s\): nothing to trigger$"):
+        select_task(str(DEMO), AXES, {"LR": ["0.5"]})
+
+
+def test_the_dag_file_registers_it_next_to_the_experiments() -> None:
+    namespace: dict[str, Any] = {}
+    ids = register(namespace, [DEMO])
+    assert ids[-1] == "autoexp_campaign_demo"
+    assert len(ids) == 5

@@ -1,0 +1,84 @@
+"""A slice of a campaign: the CLI's filters select experiments and, in each, the phases to drive."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoexp.campaign.planning import campaign_slice as cs
+from autoexp.campaign.planning.checkout import REPO_ROOT
+from autoexp.campaign.planning.plan import load_plans
+
+DEMO = REPO_ROOT / "config" / "demo.yaml"
+TINY = ("demo_demo_tiny_lr0.003_bs4", "demo_demo_tiny_lr0.01_bs4")
+SMALL = ("demo_demo_small_lr0.003_bs4", "demo_demo_small_lr0.01_bs4")
+ALL_PHASES = ("pretrain", "cooldown_8K", "cooldown_12K")
+
+
+@pytest.fixture(scope="module")
+def table() -> list[dict[str, object]]:
+    plans, settings = load_plans(DEMO)
+    return cs.slice_table(plans, cs.grid_axes(DEMO), settings.keys, every_variable=True)
+
+
+def _picked(table: list[dict[str, object]], text: str) -> list[tuple[str, tuple[str, ...]]]:
+    return [(s.dag_id, s.phases) for s in cs.select_slice(table, cs.parse_filter_text(text))]
+
+
+def test_the_axes_are_the_list_keys_of_the_yaml_in_document_order() -> None:
+    # What `autoexp list` shows as columns (the grid's axes), found without expanding the grid.
+    assert cs.grid_axes(DEMO) == ["EXPERIMENTS", "LR", "BIAS", "PHASE", "MODE", "CD_SCALE", "DATASET"]
+
+
+def test_pick_lists_offer_the_axes_that_vary() -> None:
+    plans, settings = load_plans(DEMO)
+    axes = cs.grid_axes(DEMO)
+    choices = cs.axis_choices(cs.slice_table(plans, axes, settings.keys), axes)
+    # BIAS and DATASET have one value each: nothing to pick.
+    assert choices == {
+        "EXPERIMENTS": ["tiny", "small"],
+        "LR": ["0.003", "0.01"],
+        "PHASE": ["PRETRAIN", "COOLDOWN"],
+        "MODE": ["TRAIN", "CONVERT_EVAL"],
+        "CD_SCALE": ["8K", "12K"],
+    }
+
+
+def test_no_filter_is_the_whole_campaign(table: list[dict[str, object]]) -> None:
+    assert _picked(table, "") == [(d, ALL_PHASES) for d in (*TINY, *SMALL)]
+
+
+def test_filters_select_experiments_and_phases(table: list[dict[str, object]]) -> None:
+    assert _picked(table, "EXPERIMENTS=tiny") == [(d, ALL_PHASES) for d in TINY]
+    assert _picked(table, "LR=0.01 PHASE=COOLDOWN") == [
+        (TINY[1], ("cooldown_8K", "cooldown_12K")),
+        (SMALL[1], ("cooldown_8K", "cooldown_12K")),
+    ]
+    assert _picked(table, "CD_SCALE=12K EXPERIMENTS=small,tiny") == [
+        (d, ("cooldown_12K",)) for d in (*TINY, *SMALL)
+    ]
+    # Any variable, as on the command line (MODEL is not an axis of the demo).
+    assert _picked(table, "MODEL=small PHASE=PRETRAIN") == [(d, ("pretrain",)) for d in SMALL]
+    assert _picked(table, "MODEL=huge") == []
+
+
+def test_a_variable_no_job_has_is_one_clear_line(table: list[dict[str, object]]) -> None:
+    with pytest.raises(cs.SliceError, match=r"^filter MODLE=tiny: no experiment has MODLE \(the axes: "):
+        cs.select_slice(table, {"MODLE": ["tiny"]})
+    with pytest.raises(cs.SliceError, match=r"^filter 'EXPERIMENTS': write KEY=VALUE"):
+        cs.parse_filter_text("EXPERIMENTS")
+
+
+def test_pick_lists_and_text_merge_and_an_empty_pick_means_all() -> None:
+    merged = cs.merge_filters({"LR": [], "EXPERIMENTS": ["tiny"]}, cs.parse_filter_text("EXPERIMENTS=small"))
+    assert merged == {"EXPERIMENTS": ["tiny", "small"]}
+
+
+def test_the_summary_names_every_triggered_experiment(table: list[dict[str, object]]) -> None:
+    filters = cs.parse_filter_text("EXPERIMENTS=tiny CD_SCALE=8K")
+    text = cs.summary(cs.select_slice(table, filters), filters)
+    assert text.splitlines() == [
+        "slice EXPERIMENTS=tiny CD_SCALE=8K: 2 experiment(s)",
+        f"  {TINY[0]}: cooldown_8K",
+        f"  {TINY[1]}: cooldown_8K",
+    ]
+    assert cs.campaign_dag_id(DEMO) == "autoexp_campaign_demo"

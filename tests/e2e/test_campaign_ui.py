@@ -1,0 +1,369 @@
+"""The campaign as a whole on a real Airflow with its login on: the trigger DAG starts the demo's 4
+experiments, the Campaigns page (plugin) shows them in a real headless Chromium, its JSON needs
+Airflow's login, and ``autoexp status`` prints one line per experiment.
+
+One stack for the module (SimpleAuthManager with a real user and password, not "every user is
+admin": the plugin's routes must refuse a request without login). The experiments run as dry runs
+(no Slurm job: what is under test is what triggers them and what shows them). The campaign report
+is the issue-16 contract's ``campaign.json`` written here as the report DAG writes it (that DAG
+is tested on its own); the page reads it from $AUTOEXP_REPORT_ROOT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest.mock import ANY
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
+from tests.e2e.campaign import DEMO, REPO, start_module_stack
+from tests.e2e.test_ui_browser import Ui, _browser
+from tests.fixtures.airflow_stack import AirflowStack
+from tests.scripts.test_campaign_run import driver
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+CAMPAIGN_DAG = "autoexp_campaign_demo"
+EXPERIMENTS = [
+    "demo_demo_tiny_lr0.003_bs4",
+    "demo_demo_tiny_lr0.01_bs4",
+    "demo_demo_small_lr0.003_bs4",
+    "demo_demo_small_lr0.01_bs4",
+]
+PHASES = ["pretrain", "cooldown_8K", "cooldown_12K"]
+
+
+@dataclass
+class Campaign:
+    stack: AirflowStack
+    api: AirflowApi
+    password: str
+    reports: Path
+    run_id: str
+    started: dict[str, str]
+    browser: WebDriver
+    shots: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.stack.port}"
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, Any]:
+        """GET a plugin route as a browser without Airflow's UI would: status and JSON body."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        req = urllib.request.Request(f"{self.url}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+
+def _report(root: Path) -> None:
+    """campaign.json and one plot as the report DAG writes them (the contract's shape)."""
+    folder = root / "demo"
+    folder.mkdir(parents=True)
+    experiments = [
+        {
+            "dag_id": dag_id,
+            "experiment": dag_id.removeprefix("demo_"),
+            "axes": {},
+            "cells": {"pretrain": {"state": "done", "final_loss": 5.5 + i, "metrics": {"acc": 0.25}}},
+            "gpu_hours": 0.5 * (i + 1),
+        }
+        for i, dag_id in enumerate(EXPERIMENTS)
+    ]
+    report = {
+        "campaign": "demo",
+        "generated_at": "2026-12-01T12:00:00+00:00",
+        "experiments": experiments,
+        "fit": {"missing": "2 model sizes: a fit needs 3 or more"},
+        "frontier": [],
+        "gpu_hours": {"total": 5.0, "wasted": 0.25},
+        "plots": ["loss_vs_compute.png", "../secret.png"],
+    }
+    (folder / "campaign.json").write_text(json.dumps(report))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(2, 2))
+    fig.savefig(folder / "loss_vs_compute.png")
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
+    base = tmp_path_factory.mktemp("campaign-ui")
+    password = secrets.token_urlsafe(16)
+    (base / "passwords.json").write_text(json.dumps({"admin": password, "viewer": password}))
+    _report(base / "reports")
+    stack = start_module_stack(
+        base / "home",
+        DEMO,
+        base / "campaign",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(base / "passwords.json"),
+        AUTOEXP_REPORT_ROOT=str(base / "reports"),
+    )
+    browser = None
+    try:
+        api = AirflowApi.login(f"http://127.0.0.1:{stack.port}", "admin", password)
+        stack.poll(f"{CAMPAIGN_DAG} to be parsed", lambda: _parsed(api, CAMPAIGN_DAG), 300, 2)
+        for dag_id in EXPERIMENTS:
+            stack.poll(f"{dag_id} to be parsed", lambda d=dag_id: _parsed(api, d), 120, 2)
+        # The whole campaign as scripts/demo starts it (the defaults select everything), here as
+        # dry runs waited for.
+        demo_api = driver.Api(stack.port, api.token)
+        started = driver.trigger_campaign(demo_api, DEMO, {"dry_run": True, "wait": True}, timeout=600)
+        run_id = api.latest_runs([CAMPAIGN_DAG])[CAMPAIGN_DAG]["dag_run_id"]
+        assert _ended(api, run_id) == "success", _task_states(api, run_id)
+        browser = _browser()
+        shots = base / "screenshots"
+        shots.mkdir()
+        yield Campaign(stack, api, password, base / "reports", run_id, started, browser, shots)
+    finally:
+        if browser is not None:
+            browser.quit()
+        stack.stop()
+
+
+def _parsed(api: AirflowApi, dag_id: str) -> bool | None:
+    try:
+        api.call("GET", f"dags/{dag_id}")
+    except ApiError:  # 404 until the DAG processor has parsed it
+        return None
+    return True
+
+
+def _ended(api: AirflowApi, run_id: str) -> str | None:
+    state = str(api.call("GET", f"dags/{CAMPAIGN_DAG}/dagRuns/{run_id}")["state"])
+    return state if state in ("success", "failed") else None
+
+
+def _task_states(api: AirflowApi, run_id: str) -> dict[str, Any]:
+    tis = api.call("GET", f"dags/{CAMPAIGN_DAG}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    return {f"{t['task_id']}[{t['map_index']}]": t["state"] for t in tis}
+
+
+def test_the_trigger_dag_starts_every_experiment_and_says_so(campaign: Campaign) -> None:
+    api, run_id = campaign.api, campaign.run_id
+    mapped = api.call("GET", f"dags/{CAMPAIGN_DAG}/dagRuns/{run_id}/taskInstances/trigger/listMapped")
+    # One mapped trigger per experiment, named by it; each waited for its run to succeed.
+    named = {t["rendered_map_index"]: t["state"] for t in mapped["task_instances"]}
+    assert named == dict.fromkeys(EXPERIMENTS, "success")
+    started = api.xcom(CAMPAIGN_DAG, run_id, "summary")
+    assert sorted(started) == sorted(EXPERIMENTS)
+    assert started == campaign.started  # what the demo prints
+    for dag_id, child in started.items():
+        run = api.call("GET", f"dags/{dag_id}/dagRuns/{child}")
+        assert run["state"] == "success"
+        assert run["conf"] == {"dry_run": True, "phases": PHASES}
+        assert run["note"].startswith(f"triggered by {CAMPAIGN_DAG}: slice (no filter")
+
+
+def test_the_plugin_refuses_a_request_without_login(campaign: Campaign) -> None:
+    for path in ("/campaigns/", "/campaigns/api/campaigns", "/campaigns/api/campaigns/demo"):
+        status, body = campaign.get(path)
+        assert status == 401, (path, body)
+    status, _ = campaign.get("/campaigns/api/campaigns/demo", token="not-a-jwt")
+    assert status == 403
+    status, _ = campaign.get("/campaigns/api/campaigns/demo/plots/loss_vs_compute.png")
+    assert status == 401
+
+
+def test_the_json_behind_the_page(campaign: Campaign) -> None:
+    token = campaign.api.token
+    status, listing = campaign.get("/campaigns/api/campaigns", token)
+    assert (status, listing) == (200, [{"campaign": "demo", "config": str(DEMO)}])
+    status, view = campaign.get("/campaigns/api/campaigns/demo", token)
+    assert status == 200
+    assert view["trigger_dag_id"] == CAMPAIGN_DAG
+    assert view["phases"] == PHASES
+    assert view["axes"] == {
+        "EXPERIMENTS": ["tiny", "small"],
+        "LR": ["0.003", "0.01"],
+        "PHASE": ["PRETRAIN", "COOLDOWN"],
+        "CD_SCALE": ["8K", "12K"],
+    }
+    rows = {e["dag_id"]: e for e in view["experiments"]}
+    assert sorted(rows) == sorted(EXPERIMENTS)
+    tiny = rows["demo_demo_tiny_lr0.003_bs4"]
+    assert tiny["axes"] == {"EXPERIMENTS": "tiny", "LR": "0.003", "BIAS": "WITH", "DATASET": "DEMO"}
+    assert tiny["run"]["state"] == "success"
+    run_id = urllib.parse.quote(tiny["run"]["run_id"], safe="")
+    assert tiny["run"]["url"] == f"/dags/demo_demo_tiny_lr0.003_bs4/runs/{run_id}"
+    # Dry runs skip every phase; the numbers come from the report.
+    assert {p: c["state"] for p, c in tiny["cells"].items()} == dict.fromkeys(PHASES, "skipped")
+    assert tiny["cells"]["pretrain"]["final_loss"] == 5.5
+    assert tiny["gpu_hours"] == 0.5
+    assert view["report"]["gpu_hours"] == {"total": 5.0, "wasted": 0.25}
+    assert view["report"]["plots"] == ["loss_vs_compute.png"]  # a path in the list is not served
+    status, _ = campaign.get("/campaigns/api/campaigns/nope", token)
+    assert status == 404
+    # The run tab's JSON: the run's phases; no report (dry runs skip it).
+    run_id = tiny["run"]["run_id"]
+    status, run = campaign.get(f"/campaigns/api/experiments/{tiny['dag_id']}/{run_id}", token)
+    assert status == 200
+    skipped = {"state": "skipped", "latest_checkpoint": None, "evaluations": 0}
+    assert run["phases"] == {phase: skipped for phase in PHASES}
+    assert run["note"] == "no report yet: the run's report task has not written one"
+
+
+def _login(campaign: Campaign) -> None:
+    """The browser holds the login cookie the UI's own login sets."""
+    campaign.browser.get(f"{campaign.url}/api/v2/monitor/health")
+    campaign.browser.add_cookie({"name": "_token", "value": campaign.api.token or "", "path": "/"})
+
+
+def _in_frame(ui: Ui, *texts: str) -> str:
+    """The text of the external view's iframe once it shows ``texts``."""
+    frame = WebDriverWait(ui.browser, 60).until(lambda b: b.find_element(By.TAG_NAME, "iframe"))
+    ui.browser.switch_to.frame(frame)
+    try:
+        return ui.shows(*texts)
+    finally:
+        ui.browser.switch_to.default_content()
+
+
+def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
+    _login(campaign)
+    ui = Ui(campaign.stack, campaign.run_id, campaign.browser, campaign.shots)
+    names = [d.removeprefix("demo_") for d in EXPERIMENTS]
+    ui.open("campaigns/")
+    ui.shows(*names, "GPU-hours: total 5.000", "Trigger slice")
+    # Every experiment row: its run succeeded, its three phases skipped (dry runs), the report's
+    # final loss in the pretraining cell and its GPU-hours.
+    for i, dag_id in enumerate(EXPERIMENTS):
+        row = campaign.browser.find_element(By.CSS_SELECTOR, f'tr[data-dag="{dag_id}"]')
+        assert row.text.split()[0] == names[i]
+        assert row.text.split()[-6:] == ["success", "skipped", f"{5.5 + i:.3f}", "skipped", "skipped", ANY]
+        cell = row.find_element(By.CSS_SELECTOR, "td.success a")
+        assert cell.get_attribute("href").startswith(f"{campaign.url}/dags/{dag_id}/runs/")
+    ui.screenshot("campaigns-page")
+    # The same page inside Airflow's UI: the "Campaigns" entry of the navigation.
+    ui.open("plugin/campaigns")
+    _in_frame(ui, *names, "Trigger slice")
+    ui.screenshot("campaigns-in-airflow-ui")
+    # Each run's "Campaign" tab: that experiment's phases.
+    dag_id = EXPERIMENTS[0]
+    run_id = campaign.api.xcom(CAMPAIGN_DAG, campaign.run_id, "summary")[dag_id]
+    ui.open(f"dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}/plugin/campaign_run")
+    ui.shows("Campaign")
+    text = _in_frame(ui, dag_id, "latest checkpoint", "cooldown_12K", "no report yet")
+    assert text.count("skipped") == 3
+    ui.screenshot("experiment-run-tab")
+
+
+def test_trigger_button_starts_a_slice(campaign: Campaign) -> None:
+    _login(campaign)
+    ui = Ui(campaign.stack, campaign.run_id, campaign.browser, campaign.shots)
+    ui.open("campaigns/")
+    ui.shows("Trigger slice")
+    form = campaign.browser.find_element(By.CSS_SELECTOR, 'form[data-campaign="demo"]')
+    form.find_element(By.CSS_SELECTOR, 'input[name="EXPERIMENTS"][value="tiny"]').click()
+    form.find_element(By.NAME, "_text").send_keys("CD_SCALE=8K")
+    form.find_element(By.NAME, "_dry").click()
+    form.find_element(By.TAG_NAME, "button").click()
+    ui.shows("started manual__")
+    ui.screenshot("slice-triggered")
+    link = form.find_element(By.CSS_SELECTOR, ".result a")
+    run_id = urllib.parse.unquote(str(link.get_attribute("href")).rsplit("/", 1)[1])
+    state = campaign.stack.poll("the slice's run to end", lambda: _ended(campaign.api, run_id), 300, 3)
+    assert state == "success", _task_states(campaign.api, run_id)
+    chosen = campaign.api.xcom(CAMPAIGN_DAG, run_id, "select")
+    assert [(c["trigger_dag_id"], c["conf"]) for c in chosen] == [
+        ("demo_demo_tiny_lr0.003_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
+        ("demo_demo_tiny_lr0.01_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
+    ]
+
+
+def test_a_viewer_sees_the_campaign_but_cannot_trigger_it(campaign: Campaign) -> None:
+    viewer = AirflowApi.login(campaign.url, "viewer", campaign.password)
+    status, _ = campaign.get("/campaigns/api/campaigns/demo", viewer.token)
+    assert status == 200
+    body = json.dumps({"filters": {"EXPERIMENTS": ["tiny"]}, "dry_run": True}).encode()
+    for token, expected in ((viewer.token, 403), (campaign.api.token, 422)):
+        req = urllib.request.Request(
+            f"{campaign.url}/campaigns/api/campaigns/demo/trigger",
+            data=body if expected == 403 else json.dumps({"text": "CD_SCALE"}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=60)
+        assert refused.value.code == expected
+    # A malformed filter is refused before any run starts, in one line.
+    assert json.loads(refused.value.read())["detail"] == "filter 'CD_SCALE': write KEY=VALUE[,VALUE...]"
+
+
+def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
+    env = {
+        **os.environ,
+        "AUTOEXP_AIRFLOW_PASSWORD": campaign.password,
+        # GPU-hours come from the campaign report, read where the command runs.
+        "AUTOEXP_REPORT_ROOT": str(campaign.reports),
+        "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("src", "plugins", "include")),
+    }
+    out = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        env={**env, "AUTOEXP_AIRFLOW_USER": "admin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == [
+        "experiment",
+        "run",
+        "phase",
+        "state",
+        "checkpoint",
+        "evals",
+        "slurm",
+        "gpu-h",
+    ]
+    by_dag = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert sorted(by_dag) == sorted(EXPERIMENTS)
+    # All phases skipped (dry runs): the last phase is shown; no job was submitted.
+    assert by_dag["demo_demo_small_lr0.01_bs4"] == ["success", "cooldown_12K", "skipped", "-", "0", "-", "2"]
+    # The same with a token instead of a user.
+    with_token = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        env={**env, "AUTOEXP_AIRFLOW_TOKEN": campaign.api.token or ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert with_token.stdout == out.stdout, with_token.stderr
+    wrong = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        env={**env, "AUTOEXP_AIRFLOW_USER": "admin", "AUTOEXP_AIRFLOW_PASSWORD": "wrong"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert wrong.returncode == 1
+    assert wrong.stderr.startswith("autoexp status: POST ")
+    assert "/auth/token: HTTP 401" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
