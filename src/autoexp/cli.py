@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autoexp import cli_fit
 from autoexp.config import (
     ConfigError,
     Job,
@@ -64,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("airflow-setup", help=setup_help, description=setup_help)
     setup.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="the YAML configs")
     setup.add_argument("--slots", type=int, help="pool slots (default: an existing pool's, else 8)")
+    # issue 16: the scaling-law fit (logic in cli_fit)
+    cli_fit.add_parser(sub)
     return parser
 
 
@@ -186,4 +189,5 @@ _COMMANDS = {
     "render": _render,
     "show": _show,
     "airflow-setup": _airflow_setup,
+    "fit": cli_fit.run,
 }
