@@ -14,6 +14,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup
 from airflow.sdk.definitions.param import ParamsDict
 
 from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
+from autoexp.campaign.dags.campaign_report_dag import campaign_report_dag
 from autoexp.campaign.dags.notifier import dag_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
     CampaignSlurmOperator,
@@ -301,6 +302,7 @@ def register(namespace: MutableMapping[str, Any], paths: Sequence[Path]) -> list
         try:
             with _gc_paused():
                 dags = build_dags(path)
+                dags.append(campaign_report_dag(path))  # issue 16: the config's campaign report
         except config_errors() as exc:  # evaluated only when an exception propagates
             message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
             namespace[f"broken_{path.stem}"] = BrokenConfigDag(
