@@ -182,3 +182,45 @@ def test_specs_of_the_demo_config() -> None:
     assert first.params
     assert first.report_json.endswith("/report/report.json")
     assert cr.ExperimentSpec.from_dict(json.loads(json.dumps(first.to_dict()))) == first
+
+
+def test_a_full_grid_gets_a_fit_and_its_residual_plot(tmp_path: Path) -> None:
+    sizes, budgets = (10**7, 10**8, 10**9), (10**9, 10**10, 10**11)
+    specs, reports, lines = [], {}, []
+    for i, n in enumerate(sizes):
+        dag = f"m{i}"
+        phases = tuple(
+            cr.PhaseSpec(f"cd_{d:.0e}", (f"{dag}_{j}",), d, f"/c/{dag}") for j, d in enumerate(budgets)
+        )
+        specs.append(cr.ExperimentSpec(dag, dag, {"MODEL": dag, "LR": "0.001"}, n, "/r", phases))
+        reports[dag] = [
+            {
+                "phase": p.key,
+                "iteration": 1,
+                "tokens": p.tokens,
+                "train_loss": 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28,
+            }
+            for p, d in zip(phases, budgets, strict=True)
+        ]
+        run = "COMPLETED|0:0|00:01:00|2026-12-01T10:00:00|2026-12-01T10:01:00|n|cpu=1|None"
+        lines += [f"{10 * i + j}|{dag}_{j}|{run}" for j in range(3)]
+    campaign, attempts = cr.build(
+        "full", specs, reports, parse_sacct("\n".join(lines)), generated_at="now", budgets=[1e21]
+    )
+    fit = campaign["fit"]
+    assert fit["values"]["alpha"] == pytest.approx(0.34, abs=0.02)
+    assert fit["points"] == 9
+    assert set(fit["compute_optimal"]) == {"1e+21"}
+    assert campaign["gpu_hours"]["total"] == pytest.approx(9 / 60)
+    files = [p.name for p in render.write_files(campaign, attempts, reports, tmp_path)]
+    assert "fit_residuals.png" in files
+    assert "alpha" in (tmp_path / "index.html").read_text()
+
+
+def test_a_cancelled_hung_run_without_checkpoint_is_wasted_entirely() -> None:
+    (record,) = parse_sacct(
+        "7|x_train|CANCELLED by 1000|0:15|00:30:00|2026-12-01T10:00:00|2026-12-01T10:30:00|n|"
+        "cpu=1,gres/gpu:h100=2|None\n"
+    )
+    hours = cr.attempt_hours(record, [local("2026-12-01T09:00:00")])  # a checkpoint of an earlier run
+    assert (hours["unit"], hours["hours"], hours["wasted_hours"]) == ("gpu", 1.0, 1.0)
