@@ -19,7 +19,6 @@ from autoexp.campaign.planning.scaling_fit import FitError, Point, fit_law, fron
 # Axes shown for each experiment when the campaign varies them (the names of config/scaling_exps.yaml).
 PREFERRED_AXES = ("MODEL", "LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE", "BIAS_NAME", "DATASET", "DATA_NAME")
 _HYPER = ("LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE")
-STATES = ("done", "running", "failed", "missing")
 # A run ended in one of these lost the time after its last checkpoint (hung runs end CANCELLED).
 WASTED_STATES = frozenset(s.value for s in FAILED_STATES)
 

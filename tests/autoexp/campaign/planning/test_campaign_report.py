@@ -144,6 +144,7 @@ def test_files_are_written_with_inline_plots(built: tuple[dict, list[dict]], tmp
     )
     for p in files:
         assert p.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == names  # no temporary file left behind
     data = json.loads((tmp_path / "campaign.json").read_text())
     assert data["plots"] == [
         "loss_vs_tokens.png",
