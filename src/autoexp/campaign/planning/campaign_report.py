@@ -176,17 +176,14 @@ def _job_number(job_id: str) -> int:
 
 
 def hours_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Total and wasted hours, per experiment and per unit (gpu or cpu)."""
-    per_experiment: dict[str, float] = {}
+    """Total and wasted hours, and hours per unit (gpu or cpu)."""
     units: dict[str, float] = {}
     for r in rows:
-        per_experiment[r["dag_id"]] = per_experiment.get(r["dag_id"], 0.0) + r["hours"]
         units[r["unit"]] = units.get(r["unit"], 0.0) + r["hours"]
     return {
         "total": sum(r["hours"] for r in rows),
         "wasted": sum(r["wasted_hours"] for r in rows),
         "by_unit": units,
-        "per_experiment": per_experiment,
     }
 
 
@@ -237,21 +234,31 @@ def grid(
     specs: Sequence[ExperimentSpec],
     reports: Mapping[str, Sequence[Mapping[str, Any]]],
     records: Sequence[JobRecord],
-    hours: Mapping[str, float],
+    attempts: Sequence[Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
-    """One entry per experiment with one cell per phase (``reports``: report.json rows by dag id)."""
+    """One entry per experiment with one cell per phase (``reports``: report.json rows by dag id);
+    hours per experiment and per cell from the attempts of ``gpu_hours``."""
     latest = _latest(records)
-    return [
-        {
-            "dag_id": s.dag_id,
-            "experiment": s.experiment,
-            "axes": dict(s.axes),
-            "params": s.params,
-            "cells": {p.key: cell(p, reports.get(s.dag_id, ()), cell_state(p, latest)) for p in s.phases},
-            "gpu_hours": hours.get(s.dag_id, 0.0),
-        }
-        for s in specs
-    ]
+    per_cell: dict[tuple[str, str], float] = {}
+    for a in attempts:
+        per_cell[(a["dag_id"], a["phase"])] = per_cell.get((a["dag_id"], a["phase"]), 0.0) + a["hours"]
+    entries = []
+    for s in specs:
+        cells = {}
+        for p in s.phases:
+            cells[p.key] = cell(p, reports.get(s.dag_id, ()), cell_state(p, latest))
+            cells[p.key]["gpu_hours"] = per_cell.get((s.dag_id, p.key), 0.0)
+        entries.append(
+            {
+                "dag_id": s.dag_id,
+                "experiment": s.experiment,
+                "axes": dict(s.axes),
+                "params": s.params,
+                "cells": cells,
+                "gpu_hours": sum(c["gpu_hours"] for c in cells.values()),
+            }
+        )
+    return entries
 
 
 def points(experiments: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str, Point]]:
@@ -332,7 +339,7 @@ def build(
     """campaign.json's content (without ``plots``) and the per-attempt hours rows."""
     attempts = gpu_hours(specs, records, checkpoint_times)
     totals = hours_totals(attempts)
-    experiments = grid(specs, reports, records, totals["per_experiment"])
+    experiments = grid(specs, reports, records, attempts)
     campaign = {
         "campaign": stem,
         "generated_at": generated_at,
@@ -340,7 +347,7 @@ def build(
         "best": best_per_size_budget(experiments),
         "frontier": frontier_rows(experiments),
         "fit": campaign_fit(experiments, budgets),
-        "gpu_hours": {k: totals[k] for k in ("total", "wasted", "by_unit")},
+        "gpu_hours": totals,
         "plots": [],
     }
     return campaign, attempts

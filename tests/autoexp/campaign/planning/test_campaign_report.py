@@ -108,6 +108,17 @@ def test_hours_are_elapsed_times_allocation_and_wasted_after_last_checkpoint(
     assert campaign["gpu_hours"]["by_unit"] == pytest.approx({"gpu": 8.0, "cpu": expected_cpu})
     per = {e["dag_id"]: e["gpu_hours"] for e in campaign["experiments"]}
     assert per == pytest.approx({"e1": 3.3, "e2": 8.0 + 1 / 6, "e3": 4 / 3})
+    cells = {(e["dag_id"], k): c["gpu_hours"] for e in campaign["experiments"] for k, c in e["cells"].items()}
+    assert cells == pytest.approx(
+        {
+            ("e1", "pretrain"): 3.1,
+            ("e1", "cooldown_c1"): 0.2,
+            ("e2", "pretrain"): 8.0,
+            ("e2", "cooldown_c1"): 1 / 6,
+            ("e3", "pretrain"): 4 / 3,
+            ("e3", "cooldown_c1"): 0.0,
+        }
+    )
 
 
 def test_best_lr_frontier_and_why_there_is_no_fit(built: tuple[dict, list[dict]]) -> None:  # type: ignore[type-arg]
