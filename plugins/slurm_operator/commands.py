@@ -134,6 +134,33 @@ def watch_input(paths: Iterable[str]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$")
+
+
+def accounting_input(names: Iterable[str]) -> str:
+    """The job names of ``accounting`` as its stdin, one per line (validated: no commas, no spaces)."""
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        if not _JOB_NAME.match(name):
+            raise ValueError(f"not a usable Slurm job name: {name!r}")
+    return "".join(f"{name}\n" for name in wanted)
+
+
+def accounting(since: str) -> str:
+    """ONE sacct of every job (and every requeued run of it, ``-D``) named on stdin since ``since``.
+
+    The names come on stdin (see ``accounting_input``): a campaign's thousand names would make one
+    long exec request. ``-S`` is needed: without ``-j`` sacct lists only jobs since midnight.
+    """
+    if not _DATE.match(since):
+        raise ValueError(f"not a sacct start time (YYYY-MM-DD[THH:MM[:SS]]): {since!r}")
+    script = (
+        'names=$(paste -sd, -)\n[ -n "$names" ] || exit 0\n'
+        f'exec sacct -X -D -P -n -o {SACCT_FORMAT} -S "$1" --name="$names"'
+    )
+    return sh(script, since)
+
+
 def find_active(name: str) -> str:
     """squeue of the caller's own unfinished jobs named ``name`` (for re-attaching after a restart)."""
     if not _JOB_NAME.match(name):

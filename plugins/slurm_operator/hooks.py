@@ -261,6 +261,15 @@ class SlurmHook:
         self._check(command, result, "job-state query")
         return parsers.parse_job_states(result.stdout, result.stderr, ids, paths)
 
+    def accounting(self, names: Sequence[str], since: str) -> list[JobRecord]:
+        """Every run since ``since`` of the jobs called ``names``, from ONE sacct (requeues included)."""
+        if not names:
+            return []
+        command = commands.accounting(since)
+        result = self.run(command, stdin=commands.accounting_input(names))
+        self._check(command, result, "sacct by job name")
+        return parsers.parse_sacct(result.stdout)
+
     def find_active_jobs(self, name: str) -> list[JobRecord]:
         """This user's unfinished jobs called ``name`` (to re-attach instead of submitting twice)."""
         command = commands.find_active(name)

@@ -165,6 +165,19 @@ def parse_sacct(text: str) -> list[JobRecord]:
     return records
 
 
+def tres_counts(alloc_tres: str) -> dict[str, float]:
+    """``cpu=2,mem=4G,gres/gpu=1`` -> {"cpu": 2, "gres/gpu": 1}: the countable resources of AllocTRES
+    (memory and other values with a unit are left out)."""
+    counts: dict[str, float] = {}
+    for item in alloc_tres.split(","):
+        key, _, value = item.partition("=")
+        try:
+            counts[key.strip()] = float(value)
+        except ValueError:
+            continue
+    return counts
+
+
 def parse_squeue(text: str) -> list[JobRecord]:
     """Rows of ``squeue -h -r -o SQUEUE_FORMAT`` (no exit codes: squeue does not know them)."""
     records = []

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autoexp import cli_status
+from autoexp import cli_fit, cli_status
 from autoexp.config import (
     ConfigError,
     Job,
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="the YAML configs")
     setup.add_argument("--slots", type=int, help="pool slots (default: an existing pool's, else 8)")
     cli_status.add_parser(sub)
+    cli_fit.add_parser(sub)
     return parser
 
 
@@ -214,4 +215,5 @@ _COMMANDS = {
     "airflow-setup": _airflow_setup,
     "doctor": _doctor,
     "status": cli_status.run_status,
+    "fit": cli_fit.run,
 }

@@ -34,6 +34,7 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     # One DAG per experiment, and the campaign's trigger DAG.
     assert sorted(dagbag.dags) == [
         "autoexp_campaign_demo",
+        "autoexp_campaign_report_demo",
         "demo_demo_small_lr0.003_bs4",
         "demo_demo_small_lr0.01_bs4",
         "demo_demo_tiny_lr0.003_bs4",
@@ -102,6 +103,22 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert "- **Learning rate**: peak 0.003," in (dag.doc_md or "")
 
 
+def test_campaign_report_dag_refreshes_on_any_experiment_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    dagbag = bag([DEMO], monkeypatch)
+    dag = dagbag.dags["autoexp_campaign_report_demo"]
+    experiments = [d for d in dagbag.dags.values() if not d.dag_id.startswith("autoexp_campaign_")]
+    outlets = {a.name for d in experiments for a in d.task_dict["report"].outlets}
+    assert {a.name for a in dag.timetable.asset_condition.objects} == outlets  # type: ignore[attr-defined]
+    assert len(outlets) == 4
+    assert type(dag.timetable.asset_condition).__name__ == "AssetAny"  # type: ignore[attr-defined]
+    assert dag.tags == {"autoexp", "demo", "campaign-report"}
+    assert list(dag.task_dict) == ["campaign_report"]
+    args = dag.task_dict["campaign_report"].report_args
+    assert (args["stem"], args["ssh_conn_id"], args["since"]) == ("demo", "slurm_local", "2024-01-01")
+    assert sorted(s["dag_id"] for s in args["specs"]) == sorted(d.dag_id for d in experiments)
+    assert dag.params["budgets"] == []
+
+
 def test_broken_config_is_an_import_error_and_spares_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,7 +127,7 @@ def test_broken_config_is_an_import_error_and_spares_the_others(
     broken.write_text(text.replace("  retries: 1\n", "  retries: many\n"))
     line = text.splitlines().index("  retries: 1") + 1
     dagbag = bag([broken, DEMO], monkeypatch)
-    assert len(dagbag.dags) == 5  # the demo's 4 experiments and its trigger DAG
+    assert len(dagbag.dags) == 4 + 2  # the demo's experiments, its trigger DAG and its campaign report
     assert list(dagbag.import_errors.values()) == [
         f"CampaignConfigError: {broken}:{line}: airflow.retries: expected int, got 'many'"
     ]
@@ -134,7 +151,7 @@ def test_bad_branch_iteration_names_file_and_line(tmp_path: Path, monkeypatch: p
 def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     dagbag = bag([SEED], monkeypatch)
     assert dagbag.import_errors == {}
-    assert len(dagbag.dags) == 91  # 90 experiments and the campaign's trigger DAG
+    assert len(dagbag.dags) == 90 + 2  # the experiments, the campaign's trigger DAG and its report
     budgets = ["100M", "200M", "400M", "1B", "2B"]
     dag = dagbag.dags["c4_10M_lr0.01_b1_0.9_b2_0.95_wd0.01_w585_n1_bs4__withBias"]
     # No airflow: section: the defaults.

@@ -125,3 +125,15 @@ def sacct_names(cluster: Any, pattern: str) -> list[str]:
         timeout=60,
     ).stdout
     return [line for line in out.splitlines() if pattern in line]
+
+
+def demo_job_names(config: Path, demo_dir: Path) -> list[str]:
+    """Every Slurm job name of the reduced demo: trainings and conversions of both phases."""
+    convert = dag_plan.CONVERT_TASK
+    return [
+        job_name(config, demo_dir, "pretrain"),
+        job_name(config, demo_dir, "pretrain", convert, 20),
+        job_name(config, demo_dir, "pretrain", convert, 40),
+        job_name(config, demo_dir, "cooldown_8K"),
+        job_name(config, demo_dir, "cooldown_8K", convert, 32),
+    ]

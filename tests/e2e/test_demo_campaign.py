@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.campaign import DAG_ID, job_name, prepare_data, reduced_config, sacct_names, start_stack
+from tests.e2e.campaign import (
+    DAG_ID,
+    demo_job_names,
+    job_name,
+    prepare_data,
+    reduced_config,
+    sacct_names,
+    start_stack,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
 
@@ -35,6 +44,7 @@ def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> lis
         time.sleep(1)
 
 
+@pytest.mark.timeout(1500)  # the campaign report runs after the experiment
 def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[str, Any]) -> None:
     stack, demo_dir, cluster = campaign["stack"], campaign["dir"], campaign["cluster"]
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
@@ -67,3 +77,67 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     report = run_dir / "report"
     assert (report / "report.csv").read_text().count("\n") == 4  # header + 3 checkpoints
     assert (report / "score_vs_tokens.png").stat().st_size > 0
+    check_campaign_report(campaign)
+
+
+def sacct_hours(cluster: Any, names: list[str]) -> tuple[float, list[str]]:
+    """Sum of elapsed x allocated CPUs (no GPU on the local cluster) over sacct's rows for ``names``,
+    computed here apart from the report's code; also each row's state."""
+    out = subprocess.run(
+        ["sacct", "-X", "-D", "-n", "-P", "-o", "JobName,Elapsed,AllocTRES,State", "-S", "2024-01-01",
+         f"--name={','.join(names)}"],
+        capture_output=True, text=True, check=True, env=cluster.env(), timeout=60,
+    ).stdout  # fmt: skip
+    total, states = 0.0, []
+    for line in out.splitlines():
+        name, elapsed, tres, state = line.split("|")
+        days, _, clock = elapsed.rpartition("-")
+        h, m, sec = ([0, *map(int, clock.split(":"))])[-3:]
+        cpus = next(int(v.split("=")[1]) for v in tres.split(",") if v.startswith("cpu="))
+        total += ((int(days or 0) * 24 + h) * 3600 + m * 60 + sec) * cpus / 3600
+        states.append(f"{name}|{state}")
+    return total, states
+
+
+def check_campaign_report(campaign: dict[str, Any]) -> None:
+    """The experiment's report Asset refreshed the campaign report; a run on demand then matches sacct."""
+    stack, cluster, config = campaign["stack"], campaign["cluster"], campaign["config"]
+    report_dag = f"autoexp_campaign_report_{config.stem}"
+
+    def asset_run() -> str | None:
+        runs = stack.api("GET", f"dags/{report_dag}/dagRuns")["dag_runs"]
+        done = [r for r in runs if r["run_type"] == "asset_triggered" and r["state"] in ("success", "failed")]
+        return str(done[0]["state"]) if done else None
+
+    assert stack.poll(f"an asset-triggered run of {report_dag}", asset_run, 300, 5) == "success"
+    names = demo_job_names(config, campaign["dir"])
+    # Accounting has every job ended (slurmdbd lags), then the report is asked for on demand.
+    ended = ("|COMPLETED", "|FAILED", "|CANCELLED", "|TIMEOUT")
+    stack.poll(
+        "sacct to show every demo job ended",
+        lambda: all(s.endswith(ended) for s in sacct_hours(cluster, names)[1]) or None,
+        120,
+        2,
+    )
+    run_id = stack.trigger(report_dag, {"budgets": [1e18]})
+    assert stack.wait_run(report_dag, run_id, timeout=300, poll=3) == "success"
+    expected, states = sacct_hours(cluster, names)
+    assert len(states) >= len(names), states
+    out_dir = Path(stack.env()["AIRFLOW_HOME"]) / "autoexp-reports" / config.stem
+    data = json.loads((out_dir / "campaign.json").read_text())
+    (experiment,) = data["experiments"]
+    assert experiment["dag_id"] == DAG_ID
+    assert {k: c["state"] for k, c in experiment["cells"].items()} == {
+        "pretrain": "done",
+        "cooldown_8K": "done",
+    }
+    assert all(c["final_loss"] > 0 for c in experiment["cells"].values())
+    assert data["gpu_hours"]["total"] == pytest.approx(expected, rel=1e-9)
+    assert experiment["gpu_hours"] == pytest.approx(expected, rel=1e-9)
+    assert data["fit"]["missing"].startswith("no fit: 2 points, 1 model sizes")
+    for name in ("grid.csv", "gpu_hours.csv", "index.html", *data["plots"]):
+        assert (out_dir / name).stat().st_size > 0, name
+    assert len(data["plots"]) >= 3
+    assert "data:image/png;base64," in (out_dir / "index.html").read_text()
+    log = stack.task_log(report_dag, run_id, "campaign_report")
+    assert f"campaign {config.stem} (" in log

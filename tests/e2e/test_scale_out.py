@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.campaign import DAG_ID, job_name, prepare_data, reduced_config, sacct_names, start_stack
+from tests.e2e.campaign import DAG_ID, demo_job_names, prepare_data, reduced_config, sacct_names, start_stack
 from tests.fixtures.stack_api import xcom
 from tests.fixtures.stack_restart import kill_component
 
@@ -93,13 +93,7 @@ def test_two_schedulers_two_triggerers_survive_a_killed_triggerer(
 
     # No job twice: each of the run's jobs, by its run-independent name, was submitted once.
     names = collections.Counter(line.split("|")[1] for line in sacct_names(slurm_cluster, ""))
-    expected = [
-        job_name(config, demo_dir),
-        job_name(config, demo_dir, "pretrain", "convert_eval", 20),
-        job_name(config, demo_dir, "pretrain", "convert_eval", 40),
-        job_name(config, demo_dir, "cooldown_8K", "train"),
-        job_name(config, demo_dir, "cooldown_8K", "convert_eval", 32),
-    ]
+    expected = demo_job_names(config, demo_dir)
     assert {name: names[name] for name in expected} == dict.fromkeys(expected, 1), names
 
     # The relay went on from where the dead triggerer stopped: no line of the job's log twice.

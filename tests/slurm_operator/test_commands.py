@@ -172,3 +172,40 @@ def test_watched_paths_are_statted_verbatim_by_the_real_shell(tmp_path: Path) ->
     assert states.files[str(odd)] == RemoteStat(str(odd), exists=True, size=6, mtime=1_700_000_000.0)
     assert states.files[str(missing)] == RemoteStat(str(missing), exists=False)
     assert not (tmp_path / "pwned").exists()  # the path was never read by a shell
+
+
+def test_accounting_reads_names_from_stdin_and_needs_a_start() -> None:
+    command = commands.accounting("2026-11-01")
+    argv = shlex.split(command)
+    assert argv[:2] == ["sh", "-c"]
+    assert argv[-2:] == ["sh", "2026-11-01"]
+    assert f'sacct -X -D -P -n -o {commands.SACCT_FORMAT} -S "$1" --name="$names"' in argv[2]
+    assert commands.accounting_input(["a_train", "b_convert_1", "a_train"]) == "a_train\nb_convert_1\n"
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2026-11-01; rm -rf /", ""])
+def test_accounting_refuses_a_bad_start(since: str) -> None:
+    with pytest.raises(ValueError, match="not a sacct start time"):
+        commands.accounting(since)
+
+
+@pytest.mark.parametrize("name", ["a,b", "two words", ""])
+def test_accounting_refuses_names_sacct_would_split(name: str) -> None:
+    with pytest.raises(ValueError, match="not a usable Slurm job name"):
+        commands.accounting_input([name])
+
+
+def test_accounting_script_passes_the_names_as_one_list(tmp_path: Path) -> None:
+    """The script run by a real sh against a stand-in sacct that prints its argv (the real one is
+    exercised by the campaign-report e2e test)."""
+    fake = tmp_path / "sacct"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    argv = shlex.split(commands.accounting("2026-11-01"))
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        argv, input="x_train\ny_train\n", capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.splitlines()[-3:] == ["-S", "2026-11-01", "--name=x_train,y_train"]
+    empty = subprocess.run(argv, input="", capture_output=True, text=True, env=env, check=True)
+    assert empty.stdout == ""

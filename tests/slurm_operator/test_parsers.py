@@ -198,3 +198,9 @@ def test_parse_job_states_takes_clock_and_files_from_the_files_section() -> None
     assert states.remote_now == 1700000100.0
     assert states.files["/r/log"].size == 6
     assert states.records["1"].state is SlurmState.FAILED
+
+
+def test_tres_counts_keeps_countable_resources() -> None:
+    counts = parsers.tres_counts("billing=4,cpu=4,gres/gpu=2,gres/gpu:h100=2,mem=16G,node=1")
+    assert counts == {"billing": 4, "cpu": 4, "gres/gpu": 2, "gres/gpu:h100": 2, "node": 1}
+    assert parsers.tres_counts("") == {}

@@ -14,6 +14,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup
 from airflow.sdk.definitions.param import ParamsDict
 
 from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
+from autoexp.campaign.dags.campaign_report_dag import campaign_report_dag
 from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag
 from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
@@ -302,6 +303,7 @@ def register(namespace: MutableMapping[str, Any], paths: Sequence[Path]) -> list
             with _gc_paused():
                 dags = build_dags(path)
                 dags.append(build_campaign_trigger_dag(path))
+                dags.append(campaign_report_dag(path))
         except config_errors() as exc:  # evaluated only when an exception propagates
             message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
             namespace[f"broken_{path.stem}"] = BrokenConfigDag(

@@ -81,5 +81,5 @@ def test_a_bad_or_empty_slice_fails_the_run_with_one_line() -> None:
 def test_the_dag_file_registers_it_next_to_the_experiments() -> None:
     namespace: dict[str, Any] = {}
     ids = register(namespace, [DEMO])
-    assert ids[-1] == "autoexp_campaign_demo"
-    assert len(ids) == 5
+    assert ids[-2:] == ["autoexp_campaign_demo", "autoexp_campaign_report_demo"]
+    assert len(ids) == 6
