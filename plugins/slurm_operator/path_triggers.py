@@ -203,6 +203,11 @@ class RemotePathTrigger(BaseTrigger):
         """The pause between two checks of an unbatched wait."""
         await asyncio.sleep(self.poll_interval)
 
+    def reads(self) -> list[Read]:
+        """What ``not_yet`` reads every round, declared so that the first round fetches it (see
+        ``PathCondition.reads``)."""
+        return []
+
     def hurry(self) -> None:
         """Check again now instead of at the next interval (a batched wait: one round for all)."""
         if self._path_watch is not None:
@@ -218,7 +223,7 @@ class RemotePathTrigger(BaseTrigger):
                     yield await anext(direct)
                 return
             watch = self._path_watch = PathPoller.for_conn(self.ssh_conn_id).watch(
-                self.poll_interval, lambda: condition.reads(self.path)
+                self.poll_interval, lambda: [*condition.reads(self.path), *self.reads()]
             )
             try:
                 async with contextlib.aclosing(self._batched(condition, hook, watch)) as batched:

@@ -143,6 +143,11 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             if hurry is not None:
                 hurry.cancel()
 
+    def reads(self) -> list[Read]:
+        # The outcome markers not_yet stats every round: fetched from the first round on.
+        markers = (self.failed_path, self.finished_path, self.stopped_path)
+        return [path_batch.tree(p, 0) for p in markers if p]
+
     async def _hurry_on_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
         self.hurry()
