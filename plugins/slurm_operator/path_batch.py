@@ -130,9 +130,13 @@ def parse_batch(stdout: str, requests: list[Read]) -> dict[Read, Answer]:
             if request.kind == "tree":
                 answers[request] = Answer(request, True, entries=_entries(payload))
             else:
-                answers[request] = Answer(request, True, size=int(header[3]), start=int(header[4]), data=payload)
+                answers[request] = Answer(
+                    request, True, size=int(header[3]), start=int(header[4]), data=payload
+                )
         except (binascii.Error, ValueError, IndexError) as exc:
-            raise SlurmCommandError(f"batched path query: answer for {request.path} unreadable: {exc}") from None
+            raise SlurmCommandError(
+                f"batched path query: answer for {request.path} unreadable: {exc}"
+            ) from None
     return answers
 
 
@@ -146,7 +150,7 @@ def _entries(payload: bytes) -> dict[str, Entry]:
     return entries
 
 
-class NotFetched(Exception):  # noqa: N818 (a signal to fetch more, not an error)
+class NotFetched(Exception):  # a signal to fetch more, not an error
     """A condition asked for something this round did not fetch; the next round will."""
 
 
@@ -159,9 +163,13 @@ class BatchedFiles:
 
     def __init__(self, answers: Mapping[Read, Answer], where: str = "") -> None:
         self._answers = answers
-        self._trees: dict[str, Answer] = {a.request.path: a for a in answers.values() if a.request.kind == "tree"}
+        self._trees: dict[str, Answer] = {
+            a.request.path: a for a in answers.values() if a.request.kind == "tree"
+        }
         self._reads: dict[tuple[str, int, int], Answer] = {
-            (a.request.path, a.request.a, a.request.b): a for a in answers.values() if a.request.kind == "read"
+            (a.request.path, a.request.a, a.request.b): a
+            for a in answers.values()
+            if a.request.kind == "read"
         }
         self.where = where
         self.asked: dict[Read, None] = {}
@@ -209,7 +217,9 @@ class BatchedFiles:
         self.asked[request] = None
         if entry is None or entry.kind == "l":  # "l" under find -L: a dangling link, as stat sees it
             return RemoteStat(path=path, exists=False)
-        return RemoteStat(path=path, exists=True, is_dir=entry.kind == "d", size=entry.size, mtime=entry.mtime)
+        return RemoteStat(
+            path=path, exists=True, is_dir=entry.kind == "d", size=entry.size, mtime=entry.mtime
+        )
 
     async def read_text(self, path: str) -> str:
         answer = self._read(read(path))

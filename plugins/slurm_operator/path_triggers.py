@@ -236,7 +236,9 @@ class RemotePathTrigger(BaseTrigger):
             offset = self.log_offset if condition is None else condition.offset
             yield self._event(events.ERROR, f"trigger crashed: {type(exc).__name__}: {exc}", offset=offset)
 
-    async def _direct(self, condition: PathCondition, hook: AsyncSlurmHook) -> AsyncGenerator[TriggerEvent, None]:
+    async def _direct(
+        self, condition: PathCondition, hook: AsyncSlurmHook
+    ) -> AsyncGenerator[TriggerEvent, None]:
         last_ok = time.monotonic()
         while True:
             try:

@@ -76,7 +76,13 @@ async def test_reads_give_windows_texts_and_a_shrunk_file_from_its_start(tree: P
     log = str(tree / "log.txt")
     size = len("héllo\nworld".encode())
     odd = str(tree / ODD)
-    requests = [pb.read(log, 0, 2), pb.read(log, 2, 100), pb.read(log, size + 50, 4), pb.read(log), pb.read(odd)]
+    requests = [
+        pb.read(log, 0, 2),
+        pb.read(log, 2, 100),
+        pb.read(log, size + 50, 4),
+        pb.read(log),
+        pb.read(odd),
+    ]
     files = BatchedFiles(run(requests))
     first = await files.read_log(log, 0, 2)  # "h" and half of "é": the cut character waits
     assert (first.text, first.offset, first.next_offset) == ("h", 0, 1)

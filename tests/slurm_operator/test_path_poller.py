@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,25 +28,32 @@ class LocalShell:
         self.requests: list[int] = []
         self.down = 0
 
-    async def run(self, command: str, *, stdin: str | None = None, limit_s: float | None = None) -> CommandResult:
+    async def run(
+        self, command: str, *, stdin: str | None = None, limit_s: float | None = None
+    ) -> CommandResult:
         self.commands += 1
         self.requests.append((stdin or "").count("\n") // 4)
         if self.down:
             self.down -= 1
             return CommandResult(255, "", "ssh: connection refused")
         proc = await asyncio.create_subprocess_exec(
-            "sh", "-c", f"exec {command}", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            "sh",
+            "-c",
+            f"exec {command}",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         out, err = await proc.communicate((stdin or "").encode())
         return CommandResult(proc.returncode or 0, out.decode(), err.decode())
 
 
 @pytest.fixture
-def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalShell]:
+def shell(monkeypatch: pytest.MonkeyPatch) -> LocalShell:
     sh = LocalShell()
     monkeypatch.setattr(PathPoller, "hook_factory", lambda _c: sh)
     monkeypatch.setattr(path_poller, "REPORT_WAIT", 0.5)
-    yield sh
+    return sh
 
 
 class NestedFile(PathCondition):
@@ -99,7 +105,7 @@ async def test_many_waits_cost_one_command_per_interval(shell: LocalShell, tmp_p
     (runs[7] / "log").write_text("step 1\ndone\n")
     async with asyncio.timeout(10):
         while sum(t.done() for t in tasks) < 10:
-            await asyncio.sleep(0.05)
+            await asyncio.wait([t for t in tasks if not t.done()], return_when=asyncio.FIRST_COMPLETED)
     done = [i for i, t in enumerate(tasks) if t.done()]
     assert done == [*range(15, 20), *range(85, 90)], done
     assert all(tasks[i].result().status == events.SUCCESS for i in done)
@@ -119,7 +125,9 @@ async def test_what_a_check_had_not_asked_for_comes_in_follow_ups_within_the_int
     assert shell.commands == 3  # the folder, a/, a/b/: learned in three rounds of one interval
 
 
-async def test_a_broken_connection_is_retried_then_the_budget_ends_the_wait(shell: LocalShell, tmp_path: Path) -> None:
+async def test_a_broken_connection_is_retried_then_the_budget_ends_the_wait(
+    shell: LocalShell, tmp_path: Path
+) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "done").write_text("")
     shell.down = 2

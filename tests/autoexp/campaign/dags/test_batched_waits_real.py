@@ -35,14 +35,23 @@ def waits(conn_id: str, run: Path) -> list[RemotePathTrigger]:
     common: dict[str, Any] = {"poll_interval": INTERVAL, "min_defer_seconds": 0}
     out: list[RemotePathTrigger] = [
         PhaseCheckpointTrigger(
-            conn_id, str(run / "checkpoints"), it, failed_path=str(run / "state" / "train.failed"),
-            finished_path=str(run / "state" / "train.finished"), stopped_path=str(run / "state" / "train.stopped"),
-            settle_seconds=0.5, grace=1.0, **common,
-        )  # fmt: skip
+            conn_id,
+            str(run / "checkpoints"),
+            it,
+            failed_path=str(run / "state" / "train.failed"),
+            finished_path=str(run / "state" / "train.finished"),
+            stopped_path=str(run / "state" / "train.stopped"),
+            settle_seconds=0.5,
+            grace=1.0,
+            **common,
+        )
         for it in ITERATIONS
         for _ in range(2)
     ]
-    out += [RemotePathTrigger(conn_id, str(run / "train.log"), pattern=f"^eval {k} done", **common) for k in range(4)]
+    out += [
+        RemotePathTrigger(conn_id, str(run / "train.log"), pattern=f"^eval {k} done", **common)
+        for k in range(4)
+    ]
     return out
 
 
@@ -52,13 +61,21 @@ async def first(trigger: Any) -> SlurmEvent:
     raise AssertionError("no event")
 
 
+async def until_done(tasks: list[asyncio.Task[SlurmEvent]], count: int, limit_s: float) -> None:
+    async with asyncio.timeout(limit_s):
+        while sum(t.done() for t in tasks) < count:
+            await asyncio.wait([t for t in tasks if not t.done()], return_when=asyncio.FIRST_COMPLETED)
+
+
 async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_interval(
     slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sshd = start_counting_sshd(slurm_cluster, tmp_path / "sshd")
     monkeypatch.setenv(sshd.conn_env_var, sshd.conn_json)
     hook = SlurmHook(slurm_cluster.conn_id)
-    job = hook.submit(script="#!/bin/bash\nsleep 300\n", sbatch_args=["--job-name=batched-waits", "--output=/dev/null"])
+    job = hook.submit(
+        script="#!/bin/bash\nsleep 300\n", sbatch_args=["--job-name=batched-waits", "--output=/dev/null"]
+    )
     runs = [tmp_path / f"run{i}" for i in range(10)]
     for run in runs:
         layouts.legacy(run / "checkpoints", 10)
@@ -75,7 +92,9 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         paths = [c for c in served if "#path-batch" in c.text]
         states = [c for c in served if "sacct" in c.text]
         assert len(paths) + len(states) == len(served), [c.text[:80] for c in served]  # no SFTP, nothing else
-        assert 3 <= len(paths) <= 5, f"{len(paths)} path commands in 4 intervals: {[round(c.at - t0, 2) for c in paths]}"
+        assert 3 <= len(paths) <= 5, (
+            f"{len(paths)} path commands in 4 intervals: {[round(c.at - t0, 2) for c in paths]}"
+        )
         assert 3 <= len(states) <= 5, f"{len(states)} state commands in 4 intervals"
         assert not any(t.done() for t in tasks)
 
@@ -91,9 +110,7 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         (runs[3] / "state").mkdir()
         (runs[3] / "state" / "train.failed").write_text("OOM in step 12\n")
         t1 = time.time()
-        async with asyncio.timeout(6 * INTERVAL):
-            while sum(t.done() for t in tasks) < 11:
-                await asyncio.sleep(0.1)
+        await until_done(tasks, 11, 6 * INTERVAL)
         await asyncio.sleep(2 * INTERVAL)
         done = {i: tasks[i].result() for i, t in enumerate(tasks) if t.done()}
         assert sorted(done) == [10, 11, 12, 13, 28, *range(30, 36)], sorted(done)
@@ -101,7 +118,8 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         assert all(done[i].data == {"iterations": [10, 20, 30]} for i in (10, 11, 12, 13))
         assert done[28].data == {"match": "eval 2 done at 10"}
         for i in range(30, 36):  # the failed training's marker, read through the batch too
-            assert done[i].status == "error" and "its training failed" in done[i].message, done[i].message
+            assert done[i].status == "error", done[i].message
+            assert "its training failed" in done[i].message
             assert "OOM in step 12" in done[i].message
         served = sshd.commands(t1, time.time())
         paths = [c for c in served if "#path-batch" in c.text]
@@ -110,8 +128,7 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
 
         (ckpt0 / "iter_0000020" / "metadata.json").write_text('{"sharded_backend": "torch_dist"}')
         async with asyncio.timeout(4 * INTERVAL):
-            while not (tasks[0].done() and tasks[1].done()):
-                await asyncio.sleep(0.1)
+            await asyncio.wait(tasks[:2])
         assert tasks[0].result().data == {"iterations": [10, 20]}
         assert not tasks[2].done()  # iteration 30 of run0 is still to come
     finally:
