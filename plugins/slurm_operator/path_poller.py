@@ -134,7 +134,8 @@ class PathPoller:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"path-poller-{self.ssh_conn_id}"
             )
-        self._hurry = True  # a new wait gets its first answer at once (batched with others arriving)
+        # Woken to recompute the interval only: a new wait joins the next round (the first one of
+        # a poller comes at once), so waits deferring all the time never add commands.
         self._wake.set()
         return w
 
