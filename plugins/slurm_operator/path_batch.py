@@ -41,7 +41,9 @@ while IFS= read -r kind && IFS= read -r a && IFS= read -r b && IFS= read -r p; d
     if [ -f "$p" ] && size=$(stat -L -c %s -- "$p" 2>/dev/null); then
       start=$a; [ "$start" -gt "$size" ] && start=0
       echo "{MARK} $i ok $size $start"
-      tail -c +$((start + 1)) -- "$p" 2>/dev/null | head -c "$b" | base64 -w0; echo
+      # Nothing new (a log not grown since the last read): no process beyond the stat.
+      [ "$start" -lt "$size" ] && tail -c +$((start + 1)) -- "$p" 2>/dev/null | head -c "$b" | base64 -w0
+      echo
     else echo "{MARK} $i missing"; echo; fi;;
   esac
   i=$((i + 1))
