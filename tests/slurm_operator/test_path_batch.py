@@ -82,6 +82,7 @@ async def test_reads_give_windows_texts_and_a_shrunk_file_from_its_start(tree: P
         pb.read(log, size + 50, 4),
         pb.read(log),
         pb.read(odd),
+        pb.read(log, size, 100),  # nothing new since the last read
     ]
     files = BatchedFiles(run(requests))
     first = await files.read_log(log, 0, 2)  # "h" and half of "é": the cut character waits
@@ -92,6 +93,8 @@ async def test_reads_give_windows_texts_and_a_shrunk_file_from_its_start(tree: P
     assert (restarted.text, restarted.offset) == ("hél", 0)
     assert await files.read_text(log) == "héllo\nworld"
     assert await files.read_text(odd) == "odd"
+    at_end = await files.read_log(log, size, 100)
+    assert (at_end.text, at_end.offset, at_end.next_offset) == ("", size, size)
     assert not (tree.parent / "PWNED").exists()
     with pytest.raises(NotFetched):
         await files.read_log(log, 3, 100)  # another window: next round
