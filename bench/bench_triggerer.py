@@ -8,7 +8,14 @@ With ``--watch`` every trigger also has hang detection on (its log and one progr
 existing), and the time of one batched query for N jobs with and without the stat of their 2N paths
 is reported too (median of 3).
 
+With ``--paths`` it holds N remote-path waits instead (the campaign's: per run folder six checkpoint
+waits, with their training's outcome markers, and four log waits; N/10 folders) alongside one job
+trigger, first batched (the default: one command per interval for all) and then unbatched (each wait
+its own SFTP calls), in the same run, and reports the server's SSH requests, the client's SFTP calls
+and the CPU per interval of each, and their ratio.
+
     .venv/bin/python bench/bench_triggerer.py --counts 1,100,1000 --interval 5 --duration 30 [--watch]
+    .venv/bin/python bench/bench_triggerer.py --paths --counts 10,100,1000 --interval 5 --duration 30
 """
 
 from __future__ import annotations
@@ -25,14 +32,18 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "plugins")]
+sys.path[:0] = [str(REPO), str(REPO / "plugins"), str(REPO / "src")]
 # Airflow reads its home at import time; never touch ~/airflow from a benchmark.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
 
+from slurm_operator.async_hook import AsyncSlurmHook  # noqa: E402
 from slurm_operator.hooks import SlurmHook  # noqa: E402
+from slurm_operator.path_triggers import RemotePathTrigger  # noqa: E402
 from slurm_operator.poller import SlurmPoller  # noqa: E402
 from slurm_operator.triggers import SlurmJobTrigger  # noqa: E402
 
+from autoexp.campaign.dags.triggers import PhaseCheckpointTrigger  # noqa: E402
+from tests.fixtures import checkpoint_layouts  # noqa: E402
 from tests.fixtures.slurm_cluster import start_cluster, stop_cluster  # noqa: E402
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd  # noqa: E402
 
@@ -99,6 +110,78 @@ async def _hold(
     }
 
 
+def _path_waits(conn_id: str, root: Path, n: int, interval: float, batched: bool) -> list[Any]:
+    """N waits over N/10 run folders (each: a checkpoint at 10, a log), as a campaign's phase has them."""
+    waits: list[Any] = []
+    for r in range((n + 9) // 10):
+        run = root / f"run{r}"
+        if not run.exists():
+            checkpoint_layouts.legacy(run / "checkpoints", 10)
+            (run / "train.log").write_text("iteration 10\n")
+        markers = {f"{k}_path": str(run / "state" / f"train.{k}") for k in ("failed", "finished", "stopped")}
+        common: dict[str, Any] = {"poll_interval": interval, "min_defer_seconds": 0}
+        ckpt, log = str(run / "checkpoints"), str(run / "train.log")
+        waits += [PhaseCheckpointTrigger(conn_id, ckpt, it, **markers, **common) for it in range(20, 80, 10)]
+        waits += [RemotePathTrigger(conn_id, log, pattern=f"^eval {k} done", **common) for k in range(4)]
+    for w in waits[:n]:
+        w.batched = batched
+    return waits[:n]
+
+
+async def _hold_paths(
+    sshd: CountingSshd, job_id: str, root: Path, n: int, interval: float, duration: float, batched: bool
+) -> dict[str, Any]:
+    """Hold N path waits and one job trigger for ``duration`` s; count per interval after settling."""
+    sftp_calls = [0]
+    original = AsyncSlurmHook._sftp
+
+    async def counted(self: AsyncSlurmHook, path: str, fn: Any) -> Any:
+        sftp_calls[0] += 1
+        return await original(self, path, fn)
+
+    AsyncSlurmHook._sftp = counted  # type: ignore[method-assign]
+    waits = _path_waits(sshd.conn_id, root, n, interval, batched)
+    job = SlurmJobTrigger(sshd.conn_id, job_id, poll_interval=interval, stream_logs=False)
+    tasks = [asyncio.create_task(anext(t.run())) for t in [*waits, job]]  # type: ignore[arg-type]
+    try:
+        await asyncio.sleep(interval * 2)  # connection up, first rounds and follow-ups done
+        calls0, cpu0, wall0, t0 = sftp_calls[0], time.process_time(), time.monotonic(), time.time()
+        await asyncio.sleep(duration)
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        served = sshd.commands(t0, time.time())
+        calls = sftp_calls[0] - calls0
+        fired = sum(t.done() for t in tasks)  # none should: nothing they wait for comes
+    finally:
+        AsyncSlurmHook._sftp = original  # type: ignore[method-assign]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    intervals = wall / interval
+    path_cmds = sum("#path-batch" in c.text for c in served)
+    return {
+        "waits": n,
+        "batched": batched,
+        "server_requests_per_interval": round(len(served) / intervals, 2),
+        "path_commands_per_interval": round(path_cmds / intervals, 2),
+        "sftp_calls_per_interval": round(calls / intervals, 2),
+        "ops_per_interval": round((len(served) + calls) / intervals, 2),
+        "cpu_percent_of_core": round(100 * cpu / wall, 2),
+        "waits_fired_early": fired,
+    }
+
+
+def _bench_paths(
+    sshd: CountingSshd, job_id: str, counts: list[int], interval: float, duration: float
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-path-waits-"))
+    for n in counts:
+        rows = [asyncio.run(_hold_paths(sshd, job_id, root, n, interval, duration, b)) for b in (True, False)]
+        ratio = rows[1]["ops_per_interval"] / max(rows[0]["ops_per_interval"], 1e-9)
+        for row in rows:
+            print(json.dumps(row), flush=True)
+        print(json.dumps({"waits": n, "ops_ratio_unbatched_over_batched": round(ratio, 1)}), flush=True)
+
+
 def main() -> None:
     """Start a cluster, hold N triggers for each N, print one JSON line per N, stop everything."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,6 +189,7 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=5.0, help="poll interval of every trigger (s)")
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per count")
     ap.add_argument("--watch", action="store_true", help="hang detection on for every trigger")
+    ap.add_argument("--paths", action="store_true", help="path waits, batched against unbatched")
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     baseline = _rss_mb()
@@ -118,9 +202,16 @@ def main() -> None:
         # One array of sleeping tasks: N distinct job ids ("A_0".."A_{N-1}") at the cost of one sbatch.
         array = hook.submit(
             script="#!/bin/bash\nsleep 900\n",
-            sbatch_args=[f"--array=0-{max(counts) - 1}", "--job-name=bench-sleep", "--output=/dev/null"],
+            sbatch_args=[
+                f"--array=0-{1 if args.paths else max(counts) - 1}",
+                "--job-name=bench-sleep",
+                "--output=/dev/null",
+            ],
         )
         print(json.dumps({"rss_mb_after_imports": round(baseline, 1), "array_job": array}), flush=True)
+        if args.paths:
+            _bench_paths(sshd, f"{array}_0", counts, args.interval, args.duration)
+            return
         files = Path(tempfile.mkdtemp(prefix="bench-watched-")) if args.watch else None
         for n in counts:
             ids = [f"{array}_{i}" for i in range(n)]

@@ -13,10 +13,12 @@ from typing import Any, ClassVar, Protocol
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from slurm_operator import events
+from slurm_operator import events, path_batch
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.path_batch import BatchedFiles, NotFetched, Read
+from slurm_operator.path_poller import PathPoller, PathRound, PathWatch
 from slurm_operator.records import LogChunk, RemoteStat
 from slurm_operator.triggers import arguments
 
@@ -38,6 +40,9 @@ class PathCondition(ABC):
 
     The trigger names it by import path and keyword arguments (JSON primitives), so the triggerer can
     rebuild it; one instance serves one wait, and may keep state between checks (a read offset).
+    In a batched wait ``check`` reads from the round's answers: a read they lack raises
+    ``NotFetched`` out of ``check``, which runs again on a later round's answers; so change state
+    only after the reads it depends on (or idempotently).
     """
 
     #: Errors that end the wait at once: what the path holds can never satisfy the condition.
@@ -57,6 +62,15 @@ class PathCondition(ABC):
     @abstractmethod
     async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
         """The success event's data once the condition holds, else None."""
+
+    def reads(self, path: str) -> list[Read]:
+        """What the next batched round should fetch for ``check`` (``path_batch.tree``/``read``).
+
+        Optional: whatever ``check`` asked for last time is fetched again anyway; declaring it
+        saves the round that would learn it, and a read whose window moves (a log read on from an
+        offset) must be declared, or the stale window would be fetched as well.
+        """
+        return []
 
 
 def class_path(cls: type) -> str:
@@ -80,6 +94,9 @@ class LogPattern(PathCondition):
 
     def done_message(self, path: str) -> str:
         return f"{self.pattern!r} found in {path}"
+
+    def reads(self, path: str) -> list[Read]:
+        return [path_batch.read(path, self.offset, _READ_BYTES)]
 
     async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
         try:
@@ -118,6 +135,8 @@ class RemotePathTrigger(BaseTrigger):
     :param carry: JSON the deferring task needs on resume, echoed in the event.
     :param min_defer_seconds: the event waits until the trigger has run this long
         (see docs/slurm-operator.md#airflow-332-workarounds).
+    :param batched: read through the process-wide ``PathPoller`` (one command per interval for
+        every path wait of the connection) instead of SFTP calls of its own.
     """
 
     def __init__(
@@ -132,6 +151,7 @@ class RemotePathTrigger(BaseTrigger):
         failure_budget: float = 1800.0,
         carry: dict[str, Any] | None = None,
         min_defer_seconds: float = 10.0,
+        batched: bool = True,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if (pattern is None) == (condition is None):
@@ -146,6 +166,8 @@ class RemotePathTrigger(BaseTrigger):
         self.failure_budget = failure_budget
         self.carry = carry or {}
         self.min_defer_seconds = min_defer_seconds
+        self.batched = batched
+        self._path_watch: PathWatch | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """This class's import path and every constructor argument (the subclass's, in a subclass)."""
@@ -170,50 +192,117 @@ class RemotePathTrigger(BaseTrigger):
         await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
         yield event
 
-    async def not_yet(self, hook: AsyncSlurmHook) -> TriggerEvent | None:
-        """After each check that found the condition unmet: an event ends the wait (a subclass's reasons)."""
+    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles) -> TriggerEvent | None:
+        """After each check that found the condition unmet: an event ends the wait (a subclass's reasons).
+
+        Read through ``files`` (batched with every other wait); ``hook`` is for actions (scancel).
+        """
         return None
 
     async def nap(self) -> None:
-        """The pause between two checks."""
+        """The pause between two checks of an unbatched wait."""
         await asyncio.sleep(self.poll_interval)
+
+    def reads(self) -> list[Read]:
+        """What ``not_yet`` reads every round, declared so that the first round fetches it (see
+        ``PathCondition.reads``)."""
+        return []
+
+    def hurry(self) -> None:
+        """Check again now instead of at the next interval (a batched wait: one round for all)."""
+        if self._path_watch is not None:
+            self._path_watch.hurry()
 
     async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
         condition: PathCondition | None = None
         try:
             condition = self.build_condition()
             hook = AsyncSlurmHook(self.ssh_conn_id)
-            last_ok = time.monotonic()
-            while True:
-                try:
-                    data = await condition.check(hook, self.path)
-                    if data is not None:
-                        message = condition.done_message(self.path)
-                        yield self._event(events.SUCCESS, message, data, offset=condition.offset)
-                        return
-                    if (event := await self.not_yet(hook)) is not None:
-                        yield event
-                        return
-                    last_ok = time.monotonic()
-                except condition.fatal as exc:
-                    yield self._event(events.ERROR, f"{self.path}: {exc}", offset=condition.offset)
-                    return
-                except SlurmError as exc:
-                    if time.monotonic() - last_ok > self.failure_budget:
-                        message = (
-                            f"gave up waiting for {condition.waits_for(self.path)}: no successful check "
-                            f"for {self.failure_budget:.0f} s, last: {exc}; check the SSH connection "
-                            f"{self.ssh_conn_id!r} and the path"
-                        )
-                        yield self._event(events.ERROR, message, offset=condition.offset)
-                        return
-                    self.log.warning("polling %s failed, will retry: %s", self.path, exc)
-                await self.nap()
+            if not self.batched:
+                async with contextlib.aclosing(self._direct(condition, hook)) as direct:
+                    yield await anext(direct)
+                return
+            watch = self._path_watch = PathPoller.for_conn(self.ssh_conn_id).watch(
+                self.poll_interval, lambda: [*condition.reads(self.path), *self.reads()]
+            )
+            try:
+                async with contextlib.aclosing(self._batched(condition, hook, watch)) as batched:
+                    yield await anext(batched)
+            finally:
+                watch.close()
         except Exception as exc:
             # Anything unexpected still ends the wait with one event; the traceback goes to the log.
             self.log.exception("%s for %s crashed", type(self).__name__, self.path)
             offset = self.log_offset if condition is None else condition.offset
             yield self._event(events.ERROR, f"trigger crashed: {type(exc).__name__}: {exc}", offset=offset)
+
+    async def _direct(
+        self, condition: PathCondition, hook: AsyncSlurmHook
+    ) -> AsyncGenerator[TriggerEvent, None]:
+        last_ok = time.monotonic()
+        while True:
+            try:
+                if (event := await self._judge(condition, hook, hook)) is not None:
+                    yield event
+                    return
+                last_ok = time.monotonic()
+            except condition.fatal as exc:
+                yield self._event(events.ERROR, f"{self.path}: {exc}", offset=condition.offset)
+                return
+            except SlurmError as exc:
+                if (event := self._failed(condition, last_ok, exc)) is not None:
+                    yield event
+                    return
+            await self.nap()
+
+    async def _batched(
+        self, condition: PathCondition, hook: AsyncSlurmHook, watch: PathWatch
+    ) -> AsyncGenerator[TriggerEvent, None]:
+        last_ok = time.monotonic()
+        while True:
+            result: PathRound = await watch.next()
+            files = BatchedFiles(result.answers, f"connection {self.ssh_conn_id!r}")
+            missed = False
+            try:
+                if result.error is not None:
+                    raise SlurmError(result.error)
+                if (event := await self._judge(condition, files, hook)) is not None:
+                    yield event
+                    return
+                last_ok = time.monotonic()
+            except NotFetched:
+                missed = True  # the next round (a follow-up, at once) fetches it
+            except condition.fatal as exc:
+                yield self._event(events.ERROR, f"{self.path}: {exc}", offset=condition.offset)
+                return
+            except SlurmError as exc:
+                if (event := self._failed(condition, last_ok, exc)) is not None:
+                    yield event
+                    return
+            # A failed round answered nothing: the next one asks again what the last check asked.
+            watch.report(files.asked if result.error is None else None, missed)
+
+    async def _judge(
+        self, condition: PathCondition, files: RemoteFiles, hook: AsyncSlurmHook
+    ) -> TriggerEvent | None:
+        """One check: the success event, a subclass's ending, or None to go on."""
+        data = await condition.check(files, self.path)
+        if data is not None:
+            message = condition.done_message(self.path)
+            return self._event(events.SUCCESS, message, data, offset=condition.offset)
+        return await self.not_yet(hook, files)
+
+    def _failed(self, condition: PathCondition, last_ok: float, exc: SlurmError) -> TriggerEvent | None:
+        """The error event once the failure budget is spent, else None (logged; retried)."""
+        if time.monotonic() - last_ok > self.failure_budget:
+            message = (
+                f"gave up waiting for {condition.waits_for(self.path)}: no successful check "
+                f"for {self.failure_budget:.0f} s, last: {exc}; check the SSH connection "
+                f"{self.ssh_conn_id!r} and the path"
+            )
+            return self._event(events.ERROR, message, offset=condition.offset)
+        self.log.warning("polling %s failed, will retry: %s", self.path, exc)
+        return None
 
     def _event(
         self, status: str, message: str, data: dict[str, Any] | None = None, offset: int = 0

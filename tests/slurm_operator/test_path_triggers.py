@@ -79,6 +79,7 @@ KWARGS: dict[str, Any] = {
     "failure_budget": 100.0,
     "carry": {"k": 1},
     "min_defer_seconds": 0.0,
+    "batched": False,  # the fake answers SFTP-style calls; the batched loop: test_path_triggers_batched
 }
 
 
@@ -109,7 +110,12 @@ async def _events(trigger: Any) -> list[SlurmEvent]:
 async def test_regex_trigger_finds_a_marker_split_across_reads(remote: FakeFiles) -> None:
     remote.files["/r/log"] = "iteration 5\n[after training is done] at 9\n"
     trig = RemotePathTrigger(
-        "c", "/r/log", pattern=r"after training is done", poll_interval=0.01, min_defer_seconds=0
+        "c",
+        "/r/log",
+        pattern=r"after training is done",
+        poll_interval=0.01,
+        min_defer_seconds=0,
+        batched=False,
     )
     (ev,) = await _events(trig)
     assert ev.status == events.SUCCESS

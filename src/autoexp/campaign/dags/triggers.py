@@ -9,15 +9,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
-from slurm_operator import events, naming
+from slurm_operator import events, naming, path_batch
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.exceptions import SlurmError
+from slurm_operator.path_batch import Read
 from slurm_operator.path_triggers import PathCondition, RemoteFiles, RemotePathTrigger, class_path
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger, arguments
 
 from autoexp.campaign.dags import ti_states
-from autoexp.campaign.planning.checkpoint_layout import SettleTracker, TrackerParseError, complete_iterations
+from autoexp.campaign.planning.checkpoint_layout import (
+    TRACKER_FILE,
+    SettleTracker,
+    TrackerParseError,
+    complete_iterations,
+)
 
 
 class CheckpointCondition(PathCondition):
@@ -40,6 +46,11 @@ class CheckpointCondition(PathCondition):
 
     def done_message(self, path: str) -> str:
         return f"iteration {self.iteration} is complete in {path}"
+
+    def reads(self, path: str) -> list[Read]:
+        # Only the tracker while it is short of the iteration; what the check reads once it got
+        # there (listings, metadata, stats) is learned from the check itself, in the same interval.
+        return [path_batch.read(f"{path.rstrip('/')}/{TRACKER_FILE}")]
 
     async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
         base = path.rstrip("/")
@@ -121,17 +132,32 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
         ti = self.task_instance
+        hurry = None
         if ti and self.watch_task_id:
             self._stop = ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
-        async for event in super().run():
-            yield event
+            hurry = asyncio.get_running_loop().create_task(self._hurry_on_stop(self._stop))
+        try:
+            async for event in super().run():
+                yield event
+        finally:
+            if hurry is not None:
+                hurry.cancel()
 
-    async def not_yet(self, hook: AsyncSlurmHook) -> TriggerEvent | None:
+    def reads(self) -> list[Read]:
+        # The outcome markers not_yet stats every round: fetched from the first round on.
+        markers = (self.failed_path, self.finished_path, self.stopped_path)
+        return [path_batch.tree(p, 0) for p in markers if p]
+
+    async def _hurry_on_stop(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.hurry()
+
+    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles) -> TriggerEvent | None:
         """A failed, finished or stopped training ends the wait: the iteration cannot come."""
         if self._ended is None:
-            self._ended = await self._outcome(hook)
+            self._ended = await self._outcome(files)
             self._ended_at = time.monotonic()
-        if self._ended is None and (why := await self._stopped(hook)) is not None:
+        if self._ended is None and (why := await self._stopped(hook, files)) is not None:
             self.log.info("iteration %s of %s will not come: %s; skipped", self.iteration, self.path, why)
             return TaskSkippedEvent()
         # A checkpoint saved just before the end still gets the time to settle.
@@ -148,19 +174,19 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.poll_interval)
 
-    async def _outcome(self, hook: AsyncSlurmHook) -> str | None:
+    async def _outcome(self, files: RemoteFiles) -> str | None:
         """Why the iteration cannot come any more (a training outcome marker), or None."""
-        if (await hook.stat(self.failed_path)).exists:
-            reason = (await hook.read_text(self.failed_path)).strip()[-500:]
+        if (await files.stat(self.failed_path)).exists:
+            reason = (await files.read_text(self.failed_path)).strip()[-500:]
             return f"its training failed ({self.failed_path}: {reason})"
-        if (await hook.stat(self.finished_path)).exists:
+        if (await files.stat(self.finished_path)).exists:
             return f"its training finished ({self.finished_path}) without saving it"
         return None
 
-    async def _stopped(self, hook: AsyncSlurmHook) -> str | None:
+    async def _stopped(self, hook: AsyncSlurmHook, files: RemoteFiles) -> str | None:
         """Why the training was stopped by a user (its marker, or its task state), or None."""
-        if self.stopped_path and (await hook.stat(self.stopped_path)).exists:
-            return f"its training was stopped ({(await hook.read_text(self.stopped_path)).strip()[-500:]})"
+        if self.stopped_path and (await files.stat(self.stopped_path)).exists:
+            return f"its training was stopped ({(await files.read_text(self.stopped_path)).strip()[-500:]})"
         ti = self.task_instance
         if not self.watch_task_id or ti is None:
             return None

@@ -75,7 +75,9 @@ async def test_the_trigger_lists_complete_iterations(monkeypatch: pytest.MonkeyP
         poll_interval=0.01,
         min_defer_seconds=0,
     )
-    (ev,) = [SlurmEvent.from_payload(e.payload) async for e in sensor.trigger().run()]
+    trigger = sensor.trigger()
+    trigger.batched = False  # the fake answers SFTP-style calls (batched: test_batched_waits_real.py)
+    (ev,) = [SlurmEvent.from_payload(e.payload) async for e in trigger.run()]
     assert (ev.status, ev.message) == (events.SUCCESS, "iteration 200 is complete in /ckpt/")
     assert ev.data == {"iterations": [100, 200]}
     assert sensor.result(ev.data) == [100, 200]
