@@ -269,7 +269,9 @@ def materialize(
     return dag
 
 
-def build_dags(config_path: str | Path, overrides: Sequence[str] = (), earlier: Sequence[Path] = ()) -> list[DAG]:
+def build_dags(
+    config_path: str | Path, overrides: Sequence[str] = (), earlier: Sequence[Path] = ()
+) -> list[DAG]:
     """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError, or
     DuplicateDagIds (after building the rest) when a config of ``earlier`` already builds a DAG id."""
     path = Path(config_path).absolute()
@@ -313,7 +315,9 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def register(namespace: MutableMapping[str, Any], paths: Sequence[Path], earlier: Sequence[Path] = ()) -> list[str]:
+def register(
+    namespace: MutableMapping[str, Any], paths: Sequence[Path], earlier: Sequence[Path] = ()
+) -> list[str]:
     """Put every config's DAGs into a DAG file's globals; a broken config becomes an import error only.
 
     ``earlier``: the configs other DAG files build before these; a DAG id one of them (or a config

@@ -172,7 +172,7 @@ def store(key: str, folder: Path | None, airflow: Any, jobs: Sequence[SlimJob]) 
         return
     try:
         text = json.dumps({"format": _FORMAT, "airflow": airflow, "jobs": [_encode(j) for j in jobs]})
-        _write(folder, f"{key}{_SUFFIX}", zlib.compress(text.encode(), 1))
+        _write(folder, f"{key}{_SUFFIX}", zlib.compress(text.encode(), 6))
         _prune(folder)
     except (OSError, TypeError, ValueError) as exc:  # a cache that cannot be written is only slower
         log.warning("cannot write the expansion cache in %s: %s", folder, exc)

@@ -28,9 +28,8 @@ def configs_of_file(dag_file: Path, configs: Sequence[Path]) -> list[Path]:
     own = _DAG_FILE.fullmatch(dag_file.name)
     if own is None:
         raise ValueError(f"{dag_file}: a campaign DAG file is named {DAG_FILE_PREFIX}<number>.py")
-    numbers = sorted(
-        int(m.group(1)) for f in dag_file.parent.glob(f"{DAG_FILE_PREFIX}*.py") if (m := _DAG_FILE.fullmatch(f.name))
-    )
+    siblings = (_DAG_FILE.fullmatch(f.name) for f in dag_file.parent.glob(f"{DAG_FILE_PREFIX}*.py"))
+    numbers = sorted(int(m.group(1)) for m in siblings if m)
     position = numbers.index(int(own.group(1)))
     if position == len(numbers) - 1:
         return list(configs[position:])
