@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import BundleDagBag
 
-from tests.fixtures.seed_grid import relocated, write_grid
+from tests.fixtures.seed_grid import release_fifo, relocated, write_grid
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
@@ -42,6 +42,7 @@ def test_a_config_hung_past_the_import_timeout_costs_only_its_own_dags(
     os.mkfifo(hung)
     monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "3")
     dagbag = bag([hung, DEMO], monkeypatch)
+    release_fifo(hung)  # the demo's file asked for its DAG ids and stopped waiting; its thread ends
     assert sorted(dagbag.dags) == DEMO_IDS
     assert files_of(dagbag, "demo_") == {"autoexp_campaigns_1.py"}
     ((where, error),) = dagbag.import_errors.items()

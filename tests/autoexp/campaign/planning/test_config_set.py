@@ -11,6 +11,7 @@ import pytest
 from autoexp.campaign.planning.checkout import REPO_ROOT
 from autoexp.campaign.planning.config_set import claimed_ids, configs_of_file
 from autoexp.campaign.planning.config_source import config_paths
+from tests.fixtures.seed_grid import release_fifo
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
@@ -51,8 +52,7 @@ def test_ids_of_a_hung_config_are_unknown_within_the_wait(
     start = time.monotonic()
     assert claimed_ids(hung, 0.5) is None
     assert time.monotonic() - start < 5
-    with open(hung, "w"):  # lets the waiting thread's read finish (an empty config: its own error)
-        pass
+    release_fifo(hung)
 
 
 def test_ids_are_planned_once_then_read_from_the_list(
