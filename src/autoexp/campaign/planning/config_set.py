@@ -16,8 +16,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from autoexp.campaign.planning import cache
-
 DAG_FILE_PREFIX = "autoexp_campaigns_"
 _DAG_FILE = re.compile(rf"{DAG_FILE_PREFIX}(\d+)\.py")
 _MAX_WAIT_SECS = 5.0
@@ -43,6 +41,8 @@ def claimed_ids(config: Path, wait_secs: float) -> dict[str, str] | None:
     cache, an edited config), it is planned here in a thread waited on for at most ``wait_secs``:
     the DAG files parse in any order, and a slow or hung config must not cost another file's import.
     """
+    from autoexp.campaign.planning import cache  # only files with a config pay for its imports
+
     known = cache.load_ids(config, cache.cache_dir())
     if known is not None:
         return known
