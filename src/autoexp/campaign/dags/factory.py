@@ -23,6 +23,7 @@ from autoexp.campaign.dags.operators import (
     ReportOperator,
     StageOperator,
 )
+from autoexp.campaign.planning.config_set import clash_message, clashes
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
@@ -269,12 +270,32 @@ def materialize(
     return dag
 
 
-def build_dags(config_path: str | Path, overrides: Sequence[str] = ()) -> list[DAG]:
-    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError."""
+def build_dags(
+    config_path: str | Path, overrides: Sequence[str] = (), earlier: Sequence[Path] = ()
+) -> list[DAG]:
+    """Load, expand, plan and materialize one config; raises ConfigError, SettingsError or PlanError, or
+    DuplicateDagIds (after building the rest) when a config of ``earlier`` already builds a DAG id."""
     path = Path(config_path).absolute()
     plans, settings = load_plans(path, overrides)
+    own = {plan.dag_id: plan.name for plan in plans}
+    taken = clashes(own, earlier)
     digest, env = config_hash(path), env_values(path)
-    return [materialize(plan_dag(plan, settings), settings, path, digest, env) for plan in plans]
+    dags = [
+        materialize(plan_dag(plan, settings), settings, path, digest, env)
+        for plan in plans
+        if plan.dag_id not in taken
+    ]
+    if taken:
+        raise DuplicateDagIds(clash_message(path, own, taken), dags)
+    return dags
+
+
+class DuplicateDagIds(Exception):
+    """Two configs build the same DAG id: ``dags`` are the others of the later config."""
+
+    def __init__(self, message: str, dags: list[DAG]) -> None:
+        super().__init__(message)
+        self.dags = dags
 
 
 @contextlib.contextmanager
@@ -295,23 +316,35 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def register(namespace: MutableMapping[str, Any], paths: Sequence[Path]) -> list[str]:
-    """Put every config's DAGs into a DAG file's globals; a broken config becomes an import error only."""
+def register(
+    namespace: MutableMapping[str, Any], paths: Sequence[Path], earlier: Sequence[Path] = ()
+) -> list[str]:
+    """Put every config's DAGs into a DAG file's globals; a broken config becomes an import error only.
+
+    ``earlier``: the configs other DAG files build before these; a DAG id one of them (or a config
+    before in ``paths``) already builds is an import error, not a second DAG.
+    """
     ids: list[str] = []
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
             with _gc_paused():
-                dags = build_dags(path)
-                dags.append(build_campaign_trigger_dag(path))
-                dags.append(campaign_report_dag(path))
+                try:
+                    dags = build_dags(path, earlier=[*earlier, *paths[:i]])
+                except DuplicateDagIds as exc:  # the clashing ids only are left out
+                    dags = exc.dags
+                    name, dag_id = f"duplicate_{path.stem}", f"autoexp_duplicate_dag_ids_{path.stem}"
+                    _broken(namespace, name, dag_id, str(exc))
+                dags += [build_campaign_trigger_dag(path), campaign_report_dag(path)]
         except config_errors() as exc:  # evaluated only when an exception propagates
             message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
-            namespace[f"broken_{path.stem}"] = BrokenConfigDag(
-                dag_id=f"autoexp_broken_config_{path.stem}", description=message, schedule=None
-            )
-            log.error("%s", message)
+            _broken(namespace, f"broken_{path.stem}", f"autoexp_broken_config_{path.stem}", message)
             continue
         for dag in dags:
             namespace[dag.dag_id] = dag
             ids.append(dag.dag_id)
     return ids
+
+
+def _broken(namespace: MutableMapping[str, Any], name: str, dag_id: str, message: str) -> None:
+    namespace[name] = BrokenConfigDag(dag_id=dag_id, description=message, schedule=None)
+    log.error("%s", message)

@@ -5,7 +5,10 @@ The DAG processor re-parses every DAG file every 30 s, and each parse expands th
 planner only reads a few variables of most jobs, so a compact JSON copy of those, keyed by everything
 the expansion depends on (file bytes, overrides, the environment variables the file reads, the
 engine's code), lets a re-parse skip the expansion. Any doubt (unreadable, other version, odd
-value) is a miss.
+value) is a miss. Entries are zlib-compressed JSON: a grid repeats its run folders in every job's
+paths and commands (the 900-experiment grid: 19 MB of JSON, 0.4 MB compressed, 20 ms to inflate).
+Beside the entries, ``<hash of the config's path>.ids`` lists a config's DAG ids and experiments: the
+other DAG files read it to refuse a DAG id that two configs build, without planning it themselves.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import logging
 import os
 import tempfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,11 +32,12 @@ if TYPE_CHECKING:  # a cache hit never imports the config engine
 
 log = logging.getLogger(__name__)
 CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
-_FORMAT = 1
+_FORMAT = 2  # 2: zlib-compressed
+_SUFFIX = ".json.z"
 _SCALARS = (str, int, float, bool, type(None))
 _PACKAGE = Path(__file__).resolve().parents[2]  # src/autoexp
 _TOOLS = _PACKAGE.parents[1] / "include"  # autoexp.config.builtins.TOOLS_SOURCE
-_KEEP = 32  # entries kept per folder: every edit of a config adds one
+_KEEP = 32  # entries (and id lists) kept per folder: every edit of a config adds an entry
 
 
 @dataclass(frozen=True)
@@ -155,14 +160,14 @@ def load(key: str, folder: Path | None) -> tuple[Any, list[SlimJob]] | None:
     if folder is None:
         return None
     try:
-        data = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+        data = json.loads(zlib.decompress((folder / f"{key}{_SUFFIX}").read_bytes()))
         if data.get("format") != _FORMAT:
             return None
         return data["airflow"], [_decode(row) for row in data["jobs"]]
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("ignoring unreadable expansion cache %s: %s", folder / f"{key}.json", exc)
+    except (OSError, ValueError, KeyError, TypeError, zlib.error) as exc:
+        log.warning("ignoring unreadable expansion cache %s: %s", folder / f"{key}{_SUFFIX}", exc)
         return None
 
 
@@ -174,24 +179,76 @@ def store(key: str, folder: Path | None, airflow: Any, jobs: Sequence[SlimJob]) 
         return
     try:
         text = json.dumps({"format": _FORMAT, "airflow": airflow, "jobs": [_encode(j) for j in jobs]})
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            "w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8"
-        ) as tmp:
-            tmp.write(text)
-        os.replace(tmp.name, folder / f"{key}.json")
+        _write(folder, f"{key}{_SUFFIX}", zlib.compress(text.encode(), 6))
         _prune(folder)
     except (OSError, TypeError, ValueError) as exc:  # a cache that cannot be written is only slower
         log.warning("cannot write the expansion cache in %s: %s", folder, exc)
 
 
+def _write(folder: Path, name: str, data: bytes) -> None:
+    """Atomically: a parse in another process never reads half a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=folder, suffix=".tmp", delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, folder / name)
+
+
+def _ids_file(config: Path, folder: Path) -> Path:
+    return folder / (hashlib.sha256(str(config.absolute()).encode()).hexdigest()[:32] + ".ids")
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns]
+
+
+def load_ids(config: Path, folder: Path | None) -> dict[str, str] | None:
+    """{DAG id: experiment} of ``config`` as last planned, or None (not planned since it changed,
+    unreadable). Found by the config's path and checked by its size and mtime, never by reading it:
+    a config on a hung file system must not hang the DAG files that only ask for its ids."""
+    if folder is None:
+        return None
+    try:
+        stamp = _stamp(config.stat())
+        data = json.loads(_ids_file(config, folder).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable DAG id list of %s: %s", config, exc)
+        return None
+    ids = data.get("ids") if isinstance(data, dict) and data.get("stamp") == stamp else None
+    if not isinstance(ids, dict) or not all(isinstance(v, str) for v in ids.values()):
+        return None
+    return ids
+
+
+def store_ids(config: Path, st: os.stat_result, folder: Path | None, ids: Mapping[str, str]) -> None:
+    """Record the DAG ids planned from ``config`` as it was at ``st`` (written when they changed)."""
+    if folder is None:
+        return
+    text = json.dumps({"stamp": _stamp(st), "ids": dict(ids)}).encode()
+    target = _ids_file(config, folder)
+    try:
+        if target.exists() and target.read_bytes() == text:
+            return
+        _write(folder, target.name, text)
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning("cannot write the DAG id list in %s: %s", folder, exc)
+
+
 def _prune(folder: Path) -> None:
-    """Drop all but the newest entries (another process may prune at the same time: missing is fine)."""
-    entries = []
-    for entry in folder.glob("*.json"):
+    """Keep the newest files (entries, id lists; format-1 ``*.json`` entries age out too);
+    another process may prune at the same time: missing is fine."""
+    newest: dict[str, float] = {}
+    files: list[tuple[str, Path]] = []
+    for entry in [*folder.glob(f"*{_SUFFIX}"), *folder.glob("*.ids"), *folder.glob("*.json")]:
         try:
-            entries.append((entry.stat().st_mtime, entry))
+            mtime = entry.stat().st_mtime
         except FileNotFoundError:
             continue
-    for _, entry in sorted(entries, reverse=True)[_KEEP:]:
-        entry.unlink(missing_ok=True)
+        key = entry.name.split(".", 1)[0]
+        newest[key] = max(mtime, newest.get(key, mtime))
+        files.append((key, entry))
+    kept = set(sorted(newest, key=newest.__getitem__, reverse=True)[:_KEEP])
+    for key, entry in files:
+        if key not in kept:
+            entry.unlink(missing_ok=True)

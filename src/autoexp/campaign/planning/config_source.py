@@ -60,8 +60,9 @@ def config_paths(default_dir: Path, env: Mapping[str, str] | None = None) -> lis
     """Configs to build: ``$AUTOEXP_CONFIGS`` (os.pathsep-separated paths or globs), else dir/*.yaml."""
     spec = (env if env is not None else os.environ).get(CONFIGS_ENV, "")
     patterns: Iterable[str] = [p for p in spec.split(os.pathsep) if p] or [str(default_dir / "*.yaml")]
-    found: list[Path] = []
+    found: dict[Path, Path] = {}  # a config listed twice (a glob and its file) is built once
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) or [pattern]  # a missing file is reported, not skipped
-        found += [Path(m) for m in matches]
-    return found
+        for match in matches:
+            found.setdefault(Path(match).absolute(), Path(match))
+    return list(found.values())

@@ -345,20 +345,25 @@ def load_plans(
     PlanError or OSError."""
     path = Path(config_path).absolute()
     folder = cache.cache_dir()
+    st = path.stat()  # before the read: the id list is stamped with what was read, or older
     key = cache.cache_key(path.read_bytes(), overrides, path) if folder is not None else ""
     hit = cache.load(key, folder)
     if hit is not None:
         raw, slim_jobs = hit
         settings = parse_settings(raw, path)
-        return plan_campaign(slim_jobs, settings), settings
-    from autoexp.config import expand, load_config  # only a miss pays for importing the engine
+        plans = plan_campaign(slim_jobs, settings)
+    else:
+        from autoexp.config import expand, load_config  # only a miss pays for importing the engine
 
-    config = load_config(path, overrides)
-    settings = parse_settings(config.airflow, path)
-    jobs = expand(config)
-    plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
-    if folder is not None:
-        cache.store(key, folder, config.airflow, cache.slim(jobs, settings))
+        config = load_config(path, overrides)
+        settings = parse_settings(config.airflow, path)
+        jobs = expand(config)
+        plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
+        if folder is not None:
+            cache.store(key, folder, config.airflow, cache.slim(jobs, settings))
+    # Before any DAG is built: the other DAG files check their ids against these (config_set.py).
+    if not overrides:  # what the DAG files plan
+        cache.store_ids(path, st, folder, {plan.dag_id: plan.name for plan in plans})
     return plans, settings
 
 

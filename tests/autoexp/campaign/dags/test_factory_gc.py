@@ -28,7 +28,7 @@ def test_collection_is_off_while_building_and_back_on_after(
     seen: list[bool] = []
 
     # A stand-in build only records the collector state; the real build is in tests/dags.
-    def fake_build(path: Path) -> list[Any]:
+    def fake_build(path: Path, **_: Any) -> list[Any]:
         seen.append(gc.isenabled())
         return []
 
