@@ -113,6 +113,43 @@ def trigger_campaign(
     return {str(k): str(v) for k, v in started.items()}
 
 
+def print_campaign_report(
+    api: Api, config: Path, conf: dict[str, Any] | None = None, timeout: float = 600
+) -> str | None:
+    """Ask for the campaign report now that every experiment ended; print its table, fit and files.
+    Returns the report run's id, None when there is no report (the reason is printed)."""
+    from autoexp.campaign.planning.campaign_report_paths import campaign_report_dir
+    from autoexp.campaign.planning.campaign_report_render import text_table
+
+    dag_id = f"autoexp_campaign_report_{config.stem}"
+    run_id = api.trigger(dag_id, dict(conf or {}))
+    deadline = time.monotonic() + timeout
+    while (state := _state_or_busy(api, dag_id, run_id)) not in ("success", "failed"):
+        if time.monotonic() > deadline:
+            waited = f"still {state} after {timeout:.0f} s"
+            print(f"\ncampaign report: {dag_id} run {run_id} {waited}: see its task logs")
+            return None
+        time.sleep(3)
+    out = campaign_report_dir(config.stem)
+    if state != "success" or not (out / "campaign.json").exists():
+        print(f"\ncampaign report: {dag_id} run {run_id} {state}, no {out / 'campaign.json'}: see its log")
+        return None
+    data = json.loads((out / "campaign.json").read_text())
+    fit = data.get("fit") or {}
+    hours = data.get("gpu_hours") or {}
+    print(f"\n== campaign {config.stem}\n{text_table(data['experiments'])}")
+    if "missing" in fit:
+        print(f"scaling-law fit: none: {fit['missing']}")
+    else:
+        values = ", ".join(f"{k}={v:.4g}" for k, v in fit.get("values", {}).items())
+        print(f"scaling-law fit L(N,D) = E + A/N^alpha + B/D^beta: {values}")
+    print(
+        f"GPU-hours (CPU-hours here: the local cluster has no GPU): {hours.get('total', 0):.4f} total, "
+        f"{hours.get('wasted', 0):.4f} wasted\nreport: {out / 'index.html'}"
+    )
+    return run_id
+
+
 def _epoch(stamp: str) -> float | None:
     try:
         return datetime.fromisoformat(stamp).timestamp()
@@ -270,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for plan in plans:
         print(f"\n== {plan.dag_id}: {states.get(plan.dag_id, 'not finished')}")
         print_report(Path(run_layout.report_dir(plan.pretrain.run_dir)))
+    reported = print_campaign_report(api, args.config)
+    log.info("the Campaigns page: %s/campaigns/", api.base)
     jobs = sacct_jobs(_sacct_since(t0))
     busy = slurm_busy_seconds(jobs, t0, t1)
     critical = critical_path_seconds([plan_dag(plan, settings) for plan in plans], jobs)
@@ -287,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{first:.0f} s of it before the first job started"
     )
     ok = len(states) == len(runs) and all(s == "success" for s in states.values())
-    return 0 if ok else 1
+    return 0 if ok and reported is not None else 1
 
 
 if __name__ == "__main__":

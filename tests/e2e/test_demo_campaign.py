@@ -19,6 +19,7 @@ from tests.e2e.campaign import (
     sacct_names,
     start_stack,
 )
+from tests.scripts.test_campaign_run import driver
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
 
@@ -45,7 +46,9 @@ def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> lis
 
 
 @pytest.mark.timeout(1500)  # the campaign report runs after the experiment
-def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[str, Any]) -> None:
+def test_reduced_demo_runs_to_success_and_reattaches_after_clear(
+    campaign: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     stack, demo_dir, cluster = campaign["stack"], campaign["dir"], campaign["cluster"]
     run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
     # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
@@ -77,7 +80,7 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(campaign: dict[
     report = run_dir / "report"
     assert (report / "report.csv").read_text().count("\n") == 4  # header + 3 checkpoints
     assert (report / "score_vs_tokens.png").stat().st_size > 0
-    check_campaign_report(campaign)
+    check_campaign_report(campaign, capsys)
 
 
 def sacct_hours(cluster: Any, names: list[str]) -> tuple[float, list[str]]:
@@ -99,7 +102,7 @@ def sacct_hours(cluster: Any, names: list[str]) -> tuple[float, list[str]]:
     return total, states
 
 
-def check_campaign_report(campaign: dict[str, Any]) -> None:
+def check_campaign_report(campaign: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     """The experiment's report Asset refreshed the campaign report; a run on demand then matches sacct."""
     stack, cluster, config = campaign["stack"], campaign["cluster"], campaign["config"]
     report_dag = f"autoexp_campaign_report_{config.stem}"
@@ -119,11 +122,19 @@ def check_campaign_report(campaign: dict[str, Any]) -> None:
         120,
         2,
     )
-    run_id = stack.trigger(report_dag, {"budgets": [1e18]})
-    assert stack.wait_run(report_dag, run_id, timeout=300, poll=3) == "success"
+    # What the demo does once its experiments ended (scripts/lib/campaign_run.py): ask for the
+    # report, then print its table, the fit or why there is none, and the GPU-hours.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_HOME", stack.env()["AIRFLOW_HOME"])
+        run_id = driver.print_campaign_report(driver.Api(stack.port), config, {"budgets": [1e18]}, 300)
+    assert run_id is not None
+    printed = capsys.readouterr().out
+    assert f"== campaign {config.stem}" in printed, printed
+    assert "scaling-law fit: none: " in printed, printed  # one model size, one budget: no fit
     expected, states = sacct_hours(cluster, names)
     assert len(states) >= len(names), states
     out_dir = Path(stack.env()["AIRFLOW_HOME"]) / "autoexp-reports" / config.stem
+    assert f"report: {out_dir / 'index.html'}" in printed, printed
     data = json.loads((out_dir / "campaign.json").read_text())
     (experiment,) = data["experiments"]
     assert experiment["dag_id"] == DAG_ID

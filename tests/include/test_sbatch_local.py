@@ -116,3 +116,24 @@ def test_train_convert_eval_and_cooldown_on_slurm(
     assert float(iters[0][1]) == pytest.approx(3e-3)  # constant LR before the WSD decay
     assert (cd_run / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "30"
     assert (cd_run / "checkpoints" / "iter_0000020").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "line"),
+    [
+        ("MODULES", "gcc", "[autoexp] MODULES is set (gcc) but this node has no 'module' command"),
+        ("JOB_ENV", "OK=1 not-a-name=2", "[autoexp] JOB_ENV word 'not-a-name=2' is not NAME=VALUE"),
+    ],
+)
+def test_site_settings_reach_the_job_and_a_bad_one_stops_it_at_once(
+    slurm_cluster: Any, tmp_path: Path, setting: str, value: str, line: str
+) -> None:
+    """The YAML's MODULES and JOB_ENV are applied inside the job (this node has no `module` command):
+    a bad value ends the job before any work, its log naming the setting."""
+    logs = tmp_path / "logs"
+    log = logs / "exp" / "slurm_convert.out"
+    params = demo_params(logs, tmp_path / "data", tmp_path / "tok", output_file=str(log), **{setting: value})
+    job = submit(slurm_cluster, render(CONVERT, params, tmp_path / "convert.sbatch"), log)
+    assert wait_done(slurm_cluster, job, log, deadline_s=120) == "FAILED", _tail(log)
+    assert line in log.read_text(), _tail(log)
+    assert not (logs / "exp" / "converted_hf").exists()  # stopped before any work
