@@ -49,10 +49,13 @@ arg = lambda name: args[args.index(name) + 1]
 save, iters, every = pathlib.Path(arg("--save")), int(arg("--train-iters")), int(arg("--save-interval"))
 tracker = save / "latest_checkpointed_iteration.txt"
 start = int(tracker.read_text()) if tracker.exists() else 0
+hold, held_until = save.parent / "hold", time.time() + 600  # the fixture's bound on both runs' start
 for it in [*range(every, iters, every), iters]:
     if it <= start:
         continue
     time.sleep(6)
+    while it == iters and hold.exists() and time.time() < held_until:
+        time.sleep(1)  # the test's run folder asks to keep training going until it says so
     rank = save / f"iter_{it:07d}" / "mp_rank_00"
     rank.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(rank / "model_optim_rng.pt", "w") as zf:
@@ -160,12 +163,20 @@ def sweeps(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
         rerun_dir.mkdir(parents=True)
         (rerun_dir / "fail_convert_40").touch()
         rerun_first = stack.trigger(RERUN, {**PRETRAIN_ONLY, "max_attempts": 1})
+        # OVERLAPPED's training runs until both of its runs wait on it (test_two_runs_at_once...):
+        # on a loaded machine the second run once started after the 12 s training had ended.
+        overlap_dir = demo_dir / "runs" / "demo_tiny_lr0.01_bs4"
+        overlap_dir.mkdir(parents=True)
+        (overlap_dir / "hold").touch()
         backfill(stack, BACKFILLED, first, latest)
         backfill(stack, OVERLAPPED, latest, latest)
         manual = stack.trigger(OVERLAPPED, PRETRAIN_ONLY)
         for dag_id in (BACKFILLED, OVERLAPPED):
             stack.api("PATCH", f"dags/{dag_id}", {"is_paused": False})
         (overlap_backfill,) = backfill_runs(stack, OVERLAPPED)
+        for run_id in (manual, overlap_backfill["dag_run_id"]):  # both wait on the one training job
+            stack.wait_task_state(OVERLAPPED, run_id, "pretrain.train", {"deferred"}, timeout=600)
+        (overlap_dir / "hold").unlink()
         yield Sweeps(
             stack,
             slurm_cluster,

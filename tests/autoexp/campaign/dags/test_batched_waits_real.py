@@ -92,10 +92,12 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         paths = [c for c in served if "#path-batch" in c.text]
         states = [c for c in served if "sacct" in c.text]
         assert len(paths) + len(states) == len(served), [c.text[:80] for c in served]  # no SFTP, nothing else
-        assert 3 <= len(paths) <= 5, (
+        # At most one of each per interval (+1 for the window's edges), however many waits. Fewer is
+        # the loaded machine: a round that outlasts the interval delays the next (seen at load 25).
+        assert 1 <= len(paths) <= 5, (
             f"{len(paths)} path commands in 4 intervals: {[round(c.at - t0, 2) for c in paths]}"
         )
-        assert 3 <= len(states) <= 5, f"{len(states)} state commands in 4 intervals"
+        assert 1 <= len(states) <= 5, f"{len(states)} state commands in 4 intervals"
         assert not any(t.done() for t in tasks)
 
         # run0: iteration 20 saved up to its last file (tracker already moved): never complete.
@@ -110,7 +112,8 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         (runs[3] / "state").mkdir()
         (runs[3] / "state" / "train.failed").write_text("OOM in step 12\n")
         t1 = time.time()
-        await until_done(tasks, 11, 6 * INTERVAL)
+        # Bounded by rounds below, not by the clock: on a loaded box 18 s were too few (seen at load 25).
+        await until_done(tasks, 11, 40 * INTERVAL)
         await asyncio.sleep(2 * INTERVAL)
         done = {i: tasks[i].result() for i, t in enumerate(tasks) if t.done()}
         assert sorted(done) == [10, 11, 12, 13, 28, *range(30, 36)], sorted(done)
@@ -127,7 +130,7 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         assert len(paths) <= (rounds + 1) * (1 + path_poller.FOLLOW_UPS), len(paths)
 
         (ckpt0 / "iter_0000020" / "metadata.json").write_text('{"sharded_backend": "torch_dist"}')
-        async with asyncio.timeout(4 * INTERVAL):
+        async with asyncio.timeout(40 * INTERVAL):
             await asyncio.wait(tasks[:2])
         assert tasks[0].result().data == {"iterations": [10, 20]}
         assert not tasks[2].done()  # iteration 30 of run0 is still to come
