@@ -46,6 +46,7 @@ from seed_campaign_lib import (  # noqa: E402
     local_overrides,
     sacct,
     wait_for,
+    workload_figures,
     write_config,
 )
 
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             "database_mb": _db_mb(stack),
             "wall_s": round(wall, 1),
             "train_end_to_last_convert_submit": latency_figures(rows, final_converts(config, set(chosen))),
+            "task_processes": workload_figures(stack.log_file("scheduler")),
             "pool_slots": args.slots,
             "parallelism": args.parallelism,
         }

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -220,3 +222,21 @@ def wait_for(what: str, check: Any, timeout: float, every: float = 5.0) -> Any:
         if time.monotonic() > deadline:
             raise TimeoutError(f"waited {timeout:.0f} s for {what}; see the stack's logs in the bench folder")
         time.sleep(every)
+
+
+_WORKLOAD = re.compile(r"Workload finished .*?duration=([0-9.]+) .*?final_state=(\w+)")
+
+
+def workload_figures(scheduler_log: Path) -> dict[str, Any]:
+    """Task processes the LocalExecutor ran (each parses the DAG file, then runs or defers): how many,
+    how long (median, p95), by final state."""
+    found = _WORKLOAD.findall(scheduler_log.read_text(errors="replace")) if scheduler_log.exists() else []
+    seconds = [float(d) for d, _ in found]
+    if not seconds:
+        return {"count": 0}
+    return {
+        "count": len(seconds),
+        "median_s": round(statistics.median(seconds), 1),
+        "p95_s": round(percentile(seconds, 0.95), 1),
+        "by_final_state": dict(Counter(state for _, state in found)),
+    }
