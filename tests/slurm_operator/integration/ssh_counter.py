@@ -136,7 +136,8 @@ def start_counting_sshd(
     subprocess.run(["/usr/sbin/sshd", "-f", str(config), "-E", str(base / "sshd.log")], check=True)
     deadline = time.monotonic() + 10
     pid_file = base / "sshd.pid"
-    while not pid_file.exists():
+    # sshd creates its pid file and then writes it: an empty file was read once (fresh-clone run).
+    while not (pid_file.exists() and pid_file.read_text().strip().isdigit()):
         if time.monotonic() > deadline:
             raise RuntimeError(f"counting sshd did not start: {(base / 'sshd.log').read_text()[-2000:]}")
         time.sleep(0.05)
