@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -54,7 +53,6 @@ def job_name(
     in every run of that DAG."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(DEMO_DIR_ENV, str(demo_dir))
-        mp.setenv("AUTOEXP_ROOT", os.environ.get("AUTOEXP_ROOT", str(REPO)))
         plans, settings = load_plans(config, ())
     plan = next(p for p in plans if dag_id in (None, p.dag_id))
     remote_dir = dag_plan.plan_dag(plan, settings).remote_dir
@@ -83,7 +81,7 @@ def start_stack(
     airflow_stack_factory: Any, config: Path, demo_dir: Path, replicas: Mapping[str, int] | None = None
 ) -> Any:
     """A real Airflow (LocalExecutor, PostgreSQL) that parses only ``config``, with the Slurm pool created."""
-    # AUTOEXP_ROOT defaults to this checkout; only the campaign folder moves into the test's tmp_path.
+    # The config resolves its paths from its own folder; only the campaign folder moves into tmp_path.
     stack = airflow_stack_factory(
         REPO / "dags", replicas, AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir)
     )
