@@ -9,6 +9,7 @@ import json
 import logging
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -17,10 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dispatch_report import dispatch_latencies, sacct_submissions
 from slurm_operator.commands import SACCT_FORMAT
 from slurm_operator.parsers import parse_sacct
 
 from autoexp.campaign.planning import run_layout
+from autoexp.campaign.planning.dispatch_latency import summary
 
 if TYPE_CHECKING:
     from autoexp.campaign.planning.dag_plan import DagPlan
@@ -311,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("the Campaigns page: %s/campaigns/", api.base)
     jobs = sacct_jobs(_sacct_since(t0))
     busy = slurm_busy_seconds(jobs, t0, t1)
-    critical = critical_path_seconds([plan_dag(plan, settings) for plan in plans], jobs)
+    dag_plans = [plan_dag(plan, settings) for plan in plans]
+    critical = critical_path_seconds(dag_plans, jobs)
     work = job_seconds(jobs, t0, t1)
     slots = int(api.call("GET", f"pools/{settings.pool_name}")["slots"])
     bound = capacity_bound_seconds(critical, work, slots)
@@ -325,6 +329,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  no Slurm job running for {idle:.0f} s of the wall ({100 * idle / max(wall, 1e-9):.0f} %), "
         f"{first:.0f} s of it before the first job started"
     )
+    found = dispatch_latencies(api.call, dag_plans, runs, sacct_submissions(t0), settings.pool_name, slots)
+    poll = float(settings.poll_interval_secs)
+    print(f"  readiness -> submission per Slurm job (poll {poll:.0f} s, see docs/performance.md):")
+    print(textwrap.indent(summary(found, poll) or "no job measured", "    "))
     ok = len(states) == len(runs) and all(s == "success" for s in states.values())
     return 0 if ok and reported is not None else 1
 

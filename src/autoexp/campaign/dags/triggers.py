@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
+from airflow.triggers.base import BaseTaskEndEvent, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 from slurm_operator import events, naming, path_batch
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.exceptions import SlurmError
@@ -18,12 +18,14 @@ from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger, arguments
 
 from autoexp.campaign.dags import ti_states
+from autoexp.campaign.dags.run_gate import skip_reason
 from autoexp.campaign.planning.checkpoint_layout import (
     TRACKER_FILE,
     SettleTracker,
     TrackerParseError,
     complete_iterations,
 )
+from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 
 
 class CheckpointCondition(PathCondition):
@@ -87,6 +89,13 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         still runs of a stopped training; "": the plugin's per-run default name.
     :param grace: seconds a checkpoint may still take to settle once a marker is seen (default
         three settle periods and three polls); then the wait ends with an error naming the iteration.
+    :param phase: with ``state_dir``, the trigger starts its task itself (``CheckpointWait``'s
+        ``start_from_trigger``: no task process at all): it skips a phase the run does not drive
+        (``run_gate``), takes its iteration from ``iterations`` by map index (a mapped wait) and
+        the outcome markers of ``watch_phase`` in ``state_dir`` for its run.
+    :param end_task: a found iteration ends the task as a success straight from the triggerer
+        (``TaskSuccessEvent``, its XCom the complete iterations): no task process to resume, no
+        scheduler round trip before the conversion is scheduled. Errors still resume the task.
     Other parameters: ``RemotePathTrigger``'s and ``CheckpointCondition``'s.
     """
 
@@ -106,6 +115,11 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         watch_task_id: str = "",
         watch_output: str = "",
         watch_job_name: str = "",
+        end_task: bool = False,
+        phase: str = "",
+        state_dir: str = "",
+        watch_phase: str = "",
+        iterations: list[int] | None = None,
         **_: Any,
     ) -> None:
         super().__init__(
@@ -124,6 +138,11 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self.watch_task_id = watch_task_id
         self.watch_output = watch_output
         self.watch_job_name = watch_job_name
+        self.end_task = end_task
+        self.phase = phase
+        self.state_dir = state_dir
+        self.watch_phase = watch_phase
+        self.iterations = list(iterations or [])
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
         self._ended: str | None = None  # why the iteration cannot come any more (an outcome marker)
         self._ended_at = 0.0
@@ -132,16 +151,46 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
         ti = self.task_instance
+        if ti is not None and self.state_dir:
+            reason = self._bind(ti)
+            if reason is not None:
+                self.log.info("%s", reason)
+                yield TaskSkippedEvent()
+                return
         hurry = None
         if ti and self.watch_task_id:
             self._stop = ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
             hurry = asyncio.get_running_loop().create_task(self._hurry_on_stop(self._stop))
         try:
             async for event in super().run():
-                yield event
+                yield self._task_end(event)
         finally:
             if hurry is not None:
                 hurry.cancel()
+
+    def _bind(self, ti: Any) -> str | None:
+        """Started by the scheduler (no ``execute``): what the task would have decided; -> skip reason."""
+        params = ti.get_template_context()["params"] if hasattr(ti, "get_template_context") else {}
+        reason = skip_reason(params, self.phase)
+        if self.iterations:
+            self.iteration = int(self.iterations[ti.map_index])
+            condition = checkpoint_condition(self.iteration, self.settle_seconds)
+            self.condition_kwargs = condition["condition_kwargs"]
+        run = str(ti.run_id)
+        self.failed_path = outcome_path(self.state_dir, run, self.watch_phase, FAILED)
+        self.finished_path = outcome_path(self.state_dir, run, self.watch_phase, FINISHED)
+        self.stopped_path = outcome_path(self.state_dir, run, self.watch_phase, STOPPED)
+        return reason
+
+    def _task_end(self, event: TriggerEvent) -> TriggerEvent:
+        payload = event.payload
+        if not self.end_task or isinstance(event, BaseTaskEndEvent) or not isinstance(payload, dict):
+            return event
+        if payload.get("status") != events.SUCCESS:
+            return event
+        self.log.info("%s: the wait succeeds from the triggerer", payload.get("message"))
+        iterations = payload.get("data", {}).get("iterations", [])
+        return TaskSuccessEvent(xcoms={"return_value": iterations})
 
     def reads(self) -> list[Read]:
         # The outcome markers not_yet stats every round: fetched from the first round on.

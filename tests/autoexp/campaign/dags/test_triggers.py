@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk._shared.module_loading import import_string
-from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
+from airflow.triggers.base import TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 from slurm_operator.events import SlurmEvent
 
 from autoexp.campaign.dags import ti_states
@@ -19,7 +19,9 @@ from tests.fixtures import checkpoint_layouts as layouts
 pytestmark = pytest.mark.slurm
 
 
-def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpointTrigger:
+def make_trigger(
+    conn_id: str, base: Path, iteration: int = 20, end_task: bool = False
+) -> PhaseCheckpointTrigger:
     return PhaseCheckpointTrigger(
         ssh_conn_id=conn_id,
         path=str(base / "checkpoints"),
@@ -33,6 +35,7 @@ def make_trigger(conn_id: str, base: Path, iteration: int = 20) -> PhaseCheckpoi
         poll_interval=0.2,
         grace=1.0,
         min_defer_seconds=0.5,
+        end_task=end_task,
     )
 
 
@@ -65,6 +68,24 @@ async def test_complete_checkpoint_is_reported(slurm_cluster: Any, tmp_path: Pat
     event = await first_event(make_trigger(slurm_cluster.conn_id, tmp_path))
     assert event.status == "success", event.message
     assert event.data["iterations"] == [20]
+
+
+async def test_a_wait_that_ends_its_task_succeeds_from_the_triggerer(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    # What the DAGs' waits do: no task process resumes to turn the event into a success.
+    save_legacy_checkpoint(tmp_path / "checkpoints", 20)
+    trigger = make_trigger(slurm_cluster.conn_id, tmp_path, end_task=True)
+    assert trigger.serialize()[1]["end_task"] is True
+    event = await first_raw_event(trigger)
+    assert isinstance(event, TaskSuccessEvent)
+    assert event.xcoms == {"return_value": [20]}
+    # An error still resumes the task (its message and the no-retry verdict are the worker's).
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "pretrain.failed").write_text("AirflowException: gave up\n")
+    failed = await first_raw_event(make_trigger(slurm_cluster.conn_id, tmp_path, iteration=40, end_task=True))
+    assert not isinstance(failed, TaskSuccessEvent)
+    assert SlurmEvent.from_payload(failed.payload).status == "error"
 
 
 async def test_failed_training_ends_the_wait_at_once(slurm_cluster: Any, tmp_path: Path) -> None:
