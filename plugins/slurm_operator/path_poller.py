@@ -52,6 +52,7 @@ class PathWatch:
         self._latest: PathRound | None = None
         self._ready = asyncio.Event()
         self.missed = False
+        self.due: float | None = None  # monotonic time of an early round this wait asked for
 
     def requests(self) -> list[Read]:
         """This round's requests: the declared ones, and the last check's (a file's older read
@@ -80,6 +81,12 @@ class PathWatch:
             self._asked = tuple(asked)
         self.missed = missed
         self.poller._reported(self)
+
+    def soon(self, seconds: float) -> None:
+        """Ask for a round in ``seconds`` (e.g. when a quiet period ends), if sooner than the
+        interval; the poller keeps at least half an interval between rounds."""
+        self.due = time.monotonic() + max(0.0, seconds)
+        self.poller._wake.set()
 
     def hurry(self) -> None:
         """Ask for a round now (something outside the files may have changed the outcome)."""
@@ -180,11 +187,19 @@ class PathPoller:
         wait = self._interval()
         if self._failures:
             wait = min(wait, 2.0 ** min(self._failures, 6)) * random.uniform(0.5, 1.0)  # noqa: S311
-        return last + wait - time.monotonic() if last else 0.0
+        if not last:
+            return 0.0
+        at = last + wait
+        due = min((w.due for w in self._watches if w.due is not None), default=None)
+        if due is not None:  # an early round, at most one per half interval: <= 2 commands per interval
+            at = min(at, max(due, last + wait / 2))
+        return at - time.monotonic()
 
     async def _round(self, watches: list[PathWatch]) -> list[PathWatch]:
         """One batched command for ``watches``; returns those that found something missing."""
         requests = list(dict.fromkeys(r for w in watches for r in w.requests()))
+        for w in watches:
+            w.due = None
         result = PathRound()
         if requests:
             self.rounds += 1

@@ -63,6 +63,11 @@ class PathCondition(ABC):
     async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
         """The success event's data once the condition holds, else None."""
 
+    def recheck_in(self) -> float | None:
+        """Seconds after which the last unmet check could pass, when the condition knows (a quiet
+        period running); a batched wait then asks for an early round. None: the next interval."""
+        return None
+
     def reads(self, path: str) -> list[Read]:
         """What the next batched round should fetch for ``check`` (``path_batch.tree``/``read``).
 
@@ -270,6 +275,8 @@ class RemotePathTrigger(BaseTrigger):
                     yield event
                     return
                 last_ok = time.monotonic()
+                if (soon := condition.recheck_in()) is not None:
+                    watch.soon(soon)
             except NotFetched:
                 missed = True  # the next round (a follow-up, at once) fetches it
             except condition.fatal as exc:

@@ -12,7 +12,10 @@ from tests.fixtures.scripts import REPO
 
 
 def _driver() -> ModuleType:
-    """scripts/lib/campaign_run.py, a script rather than a package module."""
+    """scripts/lib/campaign_run.py, a script rather than a package module (its folder on the path,
+    as when run: it imports dispatch_report from there)."""
+    if str(REPO / "scripts" / "lib") not in sys.path:
+        sys.path.append(str(REPO / "scripts" / "lib"))
     spec = importlib.util.spec_from_file_location(
         "campaign_run", REPO / "scripts" / "lib" / "campaign_run.py"
     )

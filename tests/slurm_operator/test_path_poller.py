@@ -159,3 +159,44 @@ async def test_the_poller_stops_when_the_last_wait_ends(shell: LocalShell, tmp_p
     await asyncio.sleep(0.3)
     assert shell.commands == count
     assert not PathPoller._instances
+
+
+class QuietFile(PathCondition):
+    """``done`` exists below the path and stayed there for 0.3 s (a quiet period, like a checkpoint's)."""
+
+    def __init__(self) -> None:
+        self.seen: float | None = None
+
+    def waits_for(self, path: str) -> str:
+        return f"a quiet done in {path}"
+
+    def done_message(self, path: str) -> str:
+        return f"done in {path} stayed"
+
+    async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
+        if "done" not in await files.list_dir(path):
+            self.seen = None
+            return None
+        now = asyncio.get_running_loop().time()
+        self.seen = self.seen if self.seen is not None else now
+        return {"quiet": True} if now - self.seen >= 0.3 else None
+
+    def recheck_in(self) -> float | None:
+        return None if self.seen is None else 0.3
+
+
+async def test_a_quiet_period_gets_an_early_round_not_a_whole_interval(
+    shell: LocalShell, tmp_path: Path
+) -> None:
+    (tmp_path / "done").write_text("")
+    trigger = RemotePathTrigger("c", str(tmp_path), condition=class_path(QuietFile), poll_interval=8,
+                                min_defer_seconds=0)  # fmt: skip
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    ev = await first(trigger)
+    took = loop.time() - start
+    assert ev.status == events.SUCCESS, ev.message
+    # The first round sees the file; the next comes once the quiet period is over, but no sooner
+    # than half an interval after the first (at most two commands per interval): ~4 s, not 8.
+    assert shell.commands == 2
+    assert 3.9 <= took < 7.5, took

@@ -54,6 +54,9 @@ class CheckpointCondition(PathCondition):
         # there (listings, metadata, stats) is learned from the check itself, in the same interval.
         return [path_batch.read(f"{path.rstrip('/')}/{TRACKER_FILE}")]
 
+    def recheck_in(self) -> float | None:
+        return self._settle.remaining(self.iteration, time.monotonic())
+
     async def check(self, files: RemoteFiles, path: str) -> dict[str, Any] | None:
         base = path.rstrip("/")
         done = await complete_iterations(files, base, self.iteration, self._settle, time.monotonic())

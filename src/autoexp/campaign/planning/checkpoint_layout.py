@@ -131,6 +131,11 @@ class SettleTracker:
             return self.settle_seconds <= 0
         return now - seen[1] >= self.settle_seconds
 
+    def remaining(self, iteration: int, now: float) -> float | None:
+        """Seconds until ``iteration``, seen complete, has been quiet long enough; None when unseen."""
+        seen = self._first_seen.get(iteration)
+        return None if seen is None else max(0.0, self.settle_seconds - (now - seen[1]))
+
 
 # -- reading a folder (through any object with these coroutines: AsyncSlurmHook has them) ----------
 

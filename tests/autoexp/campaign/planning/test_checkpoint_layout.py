@@ -50,8 +50,11 @@ def test_settle_tracker_needs_unchanged_markers_for_the_settle_time() -> None:
     snap1 = ck.snapshot({"a": (1, 5.0)})
     snap2 = ck.snapshot({"a": (2, 6.0)})
     assert ck.snapshot({"a": (1, 5.0), "b": None}) is None
+    assert t.remaining(100, now=0) is None  # never seen complete: no early look
     assert not t.observe(100, snap1, now=0)
+    assert t.remaining(100, now=4) == 6
     assert not t.observe(100, snap2, now=5)  # rewritten: the clock restarts
+    assert t.remaining(100, now=5) == 10
     assert not t.observe(100, snap2, now=14)
     assert t.observe(100, snap2, now=15)
     assert not t.observe(100, None, now=16)  # a marker vanished
