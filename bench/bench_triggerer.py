@@ -151,6 +151,7 @@ async def _hold_paths(
         served = sshd.commands(t0, time.time())
         calls = sftp_calls[0] - calls0
         fired = sum(t.done() for t in tasks)  # none should: nothing they wait for comes
+        rss = _rss_mb()
     finally:
         AsyncSlurmHook._sftp = original  # type: ignore[method-assign]
         for task in tasks:
@@ -166,6 +167,7 @@ async def _hold_paths(
         "sftp_calls_per_interval": round(calls / intervals, 2),
         "ops_per_interval": round((len(served) + calls) / intervals, 2),
         "cpu_percent_of_core": round(100 * cpu / wall, 2),
+        "rss_mb": rss,
         "waits_fired_early": fired,
     }
 

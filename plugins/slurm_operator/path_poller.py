@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -39,6 +40,11 @@ class PathRound:
     answers: Mapping[Read, Answer] = field(default_factory=dict)
     error: str | None = None
     failures: int = 0
+
+    @functools.cached_property
+    def index(self) -> path_batch.AnswerIndex:
+        """The answers by path, built once for every wait of the round."""
+        return path_batch.AnswerIndex.of(self.answers)
 
 
 class PathWatch:

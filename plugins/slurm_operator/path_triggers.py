@@ -266,7 +266,7 @@ class RemotePathTrigger(BaseTrigger):
         last_ok = time.monotonic()
         while True:
             result: PathRound = await watch.next()
-            files = BatchedFiles(result.answers, f"connection {self.ssh_conn_id!r}")
+            files = BatchedFiles(result.answers, f"connection {self.ssh_conn_id!r}", result.index)
             missed = False
             try:
                 if result.error is not None:
