@@ -179,6 +179,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             self.iteration = int(self.iterations[ti.map_index])
             condition = checkpoint_condition(self.iteration, self.settle_seconds)
             self.condition_kwargs = condition["condition_kwargs"]
+        # No task process renders this instance's name (map_index_template): the log says it.
+        self.log.info("started by the scheduler: waits for iteration %s of %s", self.iteration, self.path)
         run = str(ti.run_id)
         self.failed_path = outcome_path(self.state_dir, run, self.watch_phase, FAILED)
         self.finished_path = outcome_path(self.state_dir, run, self.watch_phase, FINISHED)
