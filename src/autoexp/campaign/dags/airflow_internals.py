@@ -73,3 +73,38 @@ def in_dag_processor_callback() -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+# -- the DAG processor's callback-only parses (used by the factory) ---------------------------------
+# A task the triggerer ends (a checkpoint wait's TaskSuccessEvent) sends a success callback request;
+# the DAG processor parses the whole DAG file for it, only to log "not a failure callback": a task's
+# success callbacks are not run there. No parsing context names the DAGs a callback run needs (task
+# processes get one); the requests are the ``msg`` of the processor's ``_parse_file`` on the stack.
+
+
+def callback_dag_ids() -> frozenset[str] | None:
+    """In a DAG processor parse that only runs callbacks: the DAG ids those callbacks need (none
+    for a task's success). None in any other parse, or for a request naming no DAG (build all)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_parse_file" and code.co_filename.replace("\\", "/").endswith(
+            _DAG_PROCESSOR_FILE
+        ):
+            return _needed(getattr(frame.f_locals.get("msg"), "callback_requests", None) or [])
+        frame = frame.f_back
+    return None
+
+
+def _needed(requests: Sequence[Any]) -> frozenset[str] | None:
+    if not requests:
+        return None  # a parse: every DAG
+    ids: set[str] = set()
+    for request in requests:
+        if type(request).__name__ == "TaskCallbackRequest" and not request.is_failure_callback:
+            continue  # skipped by the processor before it looks for the DAG
+        dag_id = getattr(getattr(request, "ti", None), "dag_id", None) or getattr(request, "dag_id", None)
+        if not isinstance(dag_id, str):
+            return None
+        ids.add(dag_id)
+    return frozenset(ids)

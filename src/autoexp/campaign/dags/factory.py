@@ -13,7 +13,12 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, TaskGroup, get_parsing_context
 from airflow.sdk.definitions.param import ParamsDict
 
-from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
+from autoexp.campaign.dags.airflow_internals import (
+    ListOfDictsExpandInput,
+    MappedArgument,
+    MappedTaskGroup,
+    callback_dag_ids,
+)
 from autoexp.campaign.dags.campaign_report_dag import campaign_report_dag
 from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag
 from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
@@ -293,10 +298,15 @@ def build_dags(
     # all 90 of the seed cost each task ~2 s of CPU, over a minute with 8 task processes on 2 busy cores
     # (bench/bench_seed_campaign.py). The DAG processor has no context and builds them all.
     running = get_parsing_context().dag_id
+    # A DAG processor parse that only runs callbacks needs the DAGs those name, often none (a wait
+    # the triggerer ended sends a success callback that is never run; see airflow_internals).
+    needed = callback_dag_ids()
     dags = [
         materialize(plan_dag(plan, settings), settings, path, digest, env)
         for plan in plans
-        if plan.dag_id not in taken and running in (None, plan.dag_id)
+        if plan.dag_id not in taken
+        and running in (None, plan.dag_id)
+        and (needed is None or plan.dag_id in needed)
     ]
     if taken:
         raise DuplicateDagIds(clash_message(path, own, taken), dags)

@@ -75,3 +75,62 @@ def test_a_callback_run_by_the_dag_processor_is_told_apart() -> None:
     namespace: dict[str, Any] = {}
     exec(code, namespace)
     assert namespace["_execute_task_callbacks"](airflow_internals.in_dag_processor_callback) is True
+
+
+# -- the DAG processor's callback-only parses (used by the factory) ---------------------------------
+
+
+def test_the_processor_parses_for_callbacks_with_the_requests_in_its_msg() -> None:
+    from airflow.callbacks.callback_requests import TaskCallbackRequest
+    from airflow.dag_processing import processor
+
+    assert "msg" in inspect.signature(processor._parse_file).parameters
+    assert "callback_requests" in processor.DagFileParseRequest.model_fields
+    # A task's success callback is dropped before its DAG is looked up: no DAG is needed for it.
+    source = inspect.getsource(processor._execute_task_callbacks)
+    assert source.index("is_failure_callback") < source.index("_get_dag_with_task")
+    assert TaskCallbackRequest.__name__ == "TaskCallbackRequest"
+
+
+class TaskCallbackRequest:  # the processor's, as far as callback_dag_ids reads it
+    def __init__(self, dag_id: str, failure: bool) -> None:
+        self.ti = type("TI", (), {"dag_id": dag_id})()
+        self.is_failure_callback = failure
+
+
+class DagCallbackRequest:
+    def __init__(self, dag_id: str) -> None:
+        self.dag_id = dag_id
+
+
+def _in_processor_parse(requests: list[Any], probe: Any) -> Any:
+    """Run ``probe`` as if called from the DAG processor's ``_parse_file`` handling these requests."""
+    code = compile(
+        "def _parse_file(msg, log):\n    return probe()\n",
+        "/venv/lib/python3.11/site-packages/airflow/dag_processing/processor.py",
+        "exec",
+    )
+    namespace: dict[str, Any] = {"probe": probe}
+    exec(code, namespace)
+    msg = type("Msg", (), {"callback_requests": requests})()
+    return namespace["_parse_file"](msg, None)
+
+
+def test_a_callback_only_parse_names_the_dags_its_callbacks_need() -> None:
+    from autoexp.campaign.dags.factory import build_dags
+    from autoexp.campaign.planning.checkout import REPO_ROOT
+
+    ids = airflow_internals.callback_dag_ids
+    assert ids() is None  # not in a DAG processor: every DAG
+    assert _in_processor_parse([], ids) is None  # a parse: every DAG
+    successes = [TaskCallbackRequest("a", False), TaskCallbackRequest("b", False)]
+    assert _in_processor_parse(successes, ids) == frozenset()
+    mixed = [*successes, TaskCallbackRequest("c", True), DagCallbackRequest("d")]
+    assert _in_processor_parse(mixed, ids) == {"c", "d"}
+    assert _in_processor_parse([object()], ids) is None  # names no DAG: build them all
+    # The factory builds only those: none for the waits' successes, the failing experiment's DAG.
+    demo = REPO_ROOT / "config" / "demo.yaml"
+    assert _in_processor_parse(successes, lambda: build_dags(demo)) == []
+    failing = [TaskCallbackRequest("demo_demo_small_lr0.01_bs4", True)]
+    built = _in_processor_parse(failing, lambda: build_dags(demo))
+    assert [d.dag_id for d in built] == ["demo_demo_small_lr0.01_bs4"]
