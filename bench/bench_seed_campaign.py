@@ -64,6 +64,12 @@ def _runs(stack: AirflowStack) -> dict[str, str]:
     return {r["dag_id"]: r["state"] for r in got["dag_runs"]}
 
 
+def _deferred(stack: AirflowStack) -> int:
+    """Task instances deferred now, in every run (the waits and the Slurm jobs in the triggerer)."""
+    got = stack.api("GET", "dags/~/dagRuns/~/taskInstances?state=deferred&limit=1")
+    return int(got["total_entries"])
+
+
 def _parsed(stack: AirflowStack, dag_ids: set[str]) -> bool | None:
     try:
         got = stack.api("GET", "dags?limit=1000")
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         for dag_id in chosen:
             stack.api("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
         states: dict[str, str] = {}
+        deferred_peak = 0
         deadline = t0 + args.timeout
         last_poll = 0.0
         while time.monotonic() < deadline:
@@ -164,6 +171,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 last_poll = time.monotonic()
                 with contextlib.suppress(OSError):  # api-server busy: ask again next round
                     states = _runs(stack)
+                    deferred_peak = max(deferred_peak, _deferred(stack))
                 if all(states.get(d) in ("success", "failed") for d in chosen):
                     break
             time.sleep(2)
@@ -193,6 +201,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             "ssh": _ssh_figures(sshd, t0_wall, t1_wall, args.poll),
             "poll_interval_s": args.poll,
             "components": comp,
+            "deferred_task_instances_peak": deferred_peak,
             "database_mb": _db_mb(stack),
             "wall_s": round(wall, 1),
             "train_end_to_last_convert_submit": latency_figures(rows, final_converts(config, set(chosen))),

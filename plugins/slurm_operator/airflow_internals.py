@@ -5,6 +5,9 @@ Airflow 3.3.2 has no public API for either need:
 - a deferral that timed out resumes into ``resume_execution`` with the sentinel method name
   ``TRIGGER_FAIL_REPR`` and a ``TriggerFailureReason`` in its kwargs; telling a timeout from a
   trigger failure (the job is cancelled on the first only) means comparing with both;
+- a trigger cannot tell a triggerer from ``dag.test()``'s inline run, where an event that ends the
+  task reaches the resume method as a bare state string; only a triggerer's channel to its parent
+  (``task_runner.SUPERVISOR_COMMS``) has the coroutine ``asend``;
 - a running trigger cannot update its own kwargs, and its supervisor does not serve the
   ``task_state_store``; it does serve the task instance's XComs through the task SDK's ``XCom``
   client (``relay_position`` keeps the log relay position there).
@@ -16,7 +19,14 @@ from typing import Any
 
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
-__all__ = ["TRIGGER_FAIL_REPR", "TriggerFailureReason", "deferral_timed_out", "xcom_get", "xcom_set"]
+__all__ = [
+    "TRIGGER_FAIL_REPR",
+    "TriggerFailureReason",
+    "deferral_timed_out",
+    "in_triggerer",
+    "xcom_get",
+    "xcom_set",
+]
 
 
 def deferral_timed_out(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
@@ -38,3 +48,10 @@ async def xcom_set(value: Any, *, key: str, dag_id: str, task_id: str, run_id: s
     from airflow.sdk.execution_time.xcom import XCom
 
     await XCom.aset(key=key, value=value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index)
+
+
+def in_triggerer() -> bool:
+    """True inside a triggerer (False in ``dag.test()``'s inline trigger run, or outside Airflow)."""
+    from airflow.sdk.execution_time import task_runner
+
+    return callable(getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "asend", None))

@@ -61,6 +61,10 @@ class SlurmOperator(BaseOperator):
         else sbatch" (one remote command): task instances sharing a ``job_name`` (runs of one DAG
         sweeping the same work) never both submit, even when Airflow's run limit is bypassed.
         None: submit without that check (a new try still re-attaches to an active job by name).
+    :param end_task_on_success: let the trigger end the task when the job COMPLETED and
+        ``completion_regex``/``completion_command`` pass (no task process resumes to judge it; see
+        ``SlurmJobTrigger``). Needs one of them, and neither ``completion_check`` nor an
+        ``is_work_done`` of a subclass (the trigger cannot run those).
     """
 
     template_fields: Sequence[str] = (
@@ -105,6 +109,7 @@ class SlurmOperator(BaseOperator):
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         progress_paths: Sequence[str] = (),
         submit_lock: str | None = None,
+        end_task_on_success: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -132,6 +137,7 @@ class SlurmOperator(BaseOperator):
         self.startup_timeout = startup_timeout
         self.progress_paths = list(progress_paths)
         self.submit_lock = submit_lock
+        self.end_task_on_success = end_task_on_success
         self._ledger: Ledger | None = None  # the job history of the try running here, for on_kill
 
     # ----------------------------------------------------------------------------------- entry points
@@ -219,6 +225,14 @@ class SlurmOperator(BaseOperator):
         exception here is logged and does not stop the resubmission."""
 
     # ----------------------------------------------------------------------------------- helpers
+    def _ending_kwargs(self) -> dict[str, Any]:
+        """The trigger arguments that let it end the task on success: the checks it runs itself."""
+        own_rule = type(self).is_work_done is not SlurmOperator.is_work_done
+        checks = {"completion_regex": self.completion_regex, "completion_command": self.completion_command}
+        if not self.end_task_on_success or own_rule or self.completion_check is not None:
+            return {}
+        return {"end_task_on_success": True, **checks} if any(v is not None for v in checks.values()) else {}
+
     def _hook(self) -> SlurmHook:
         return SlurmHook(self.ssh_conn_id)
 
@@ -261,7 +275,7 @@ class SlurmOperator(BaseOperator):
 
     def _wait(self, context: Context, hook: SlurmHook, ledger: Ledger) -> list[dict[str, Any]]:
         current = ledger.current
-        trigger = self.make_job_trigger(**job_trigger_kwargs(self, ledger))
+        trigger = self.make_job_trigger(**job_trigger_kwargs(self, ledger), **self._ending_kwargs())
         if self.deferrable:
             if self.stream_logs:
                 position = RelayPosition(current.job_id, current.log_path, trigger.log_offset)

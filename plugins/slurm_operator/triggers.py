@@ -6,19 +6,22 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from slurm_operator import events
+from slurm_operator.airflow_internals import in_triggerer
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.naming import ON_KILL_REASON, cancel_marker_path
 from slurm_operator.parsers import complete_lines
 from slurm_operator.poller import SlurmPoller
-from slurm_operator.records import JobRecord
+from slurm_operator.records import JobRecord, Ledger, Verdict
 from slurm_operator.relay_position import RelayBook, XComPositionStore
+from slurm_operator.resubmission import TAIL_BYTES, completion_command_says_done, completion_regex_matches
 from slurm_operator.states import TERMINAL_STATES, SlurmState
 from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 
@@ -62,6 +65,10 @@ class SlurmJobTrigger(BaseTrigger):
         while RUNNING before the wait ends with a ``hung`` event; None: no hang detection.
     :param startup_timeout: seconds a job runs before it can be judged hung at all.
     :param progress_paths: more files whose change means progress (the log always counts).
+    :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
+        ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
+        the XCom the operator returns): no task process resumes to judge it. Any other end, a check
+        that fails or cannot run, and ``dag.test()``'s inline run: the operator judges as before.
     """
 
     def __init__(
@@ -81,8 +88,14 @@ class SlurmJobTrigger(BaseTrigger):
         progress_timeout: float | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         progress_paths: list[str] | None = None,
+        end_task_on_success: bool = False,
+        completion_regex: str | None = None,
+        completion_command: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.end_task_on_success = end_task_on_success
+        self.completion_regex = completion_regex
+        self.completion_command = completion_command
         self.ssh_conn_id = ssh_conn_id
         self.job_id = job_id
         self.unknown_timeout = unknown_timeout
@@ -166,6 +179,11 @@ class SlurmJobTrigger(BaseTrigger):
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     if relaying:
                         self.log.info("Slurm job %s: %s", self.job_id, book.summary())
+                    if record.state is SlurmState.COMPLETED and self.end_task_on_success and in_triggerer():
+                        success = await self._success(hook, record, book.offset)
+                        if success is not None:
+                            yield success
+                            return
                     yield self._final(events.ENDED, f"Slurm job {self.job_id} {ended}", record, book.offset)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
@@ -195,6 +213,38 @@ class SlurmJobTrigger(BaseTrigger):
             record=record.to_dict(),
             carry=self.carry,
         )
+
+    async def _success(self, hook: AsyncSlurmHook, record: JobRecord, offset: int) -> TriggerEvent | None:
+        """The task's success, when the completed job's completion checks pass; else None (the
+        operator judges, as without ``end_task_on_success``)."""
+        try:
+            checks = []
+            if self.completion_regex is not None and self.log_path:
+                size = (await hook.stat(self.log_path)).size
+                tail = await hook.read_log(self.log_path, max(0, size - TAIL_BYTES), TAIL_BYTES)
+                checks.append(completion_regex_matches(self.completion_regex, tail.text))
+            if self.completion_command is not None:
+                result = await hook.run(self.completion_command)
+                checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
+            if not checks or not all(checks):
+                return None
+            ledger = Ledger.from_dict(self.carry)
+            ended = ledger.current.ended(record)
+            ledger.update_current(replace(ended, completion_ok=True, verdict=Verdict.SUCCEED))
+            ledger.log_offset = offset
+            await self.on_success(hook)
+        except Exception as exc:  # in doubt the operator judges: it reads and checks all of it again
+            self.log.warning("Slurm job %s: the task process judges its end (%s)", self.job_id, exc)
+            return None
+        attempt = ledger.current.attempt
+        self.log.info(
+            "Slurm job %s (attempt %d): completed, completion check passed -> succeed", self.job_id, attempt
+        )
+        attempts: Any = ledger.results()  # JSON primitives (Attempt.to_dict)
+        return TaskSuccessEvent(xcoms={"return_value": attempts})
+
+    async def on_success(self, hook: AsyncSlurmHook) -> None:
+        """Before the task succeeds from here: what its operator does on success (subclasses)."""
 
     def _error(self, message: str, offset: int) -> TriggerEvent:
         return _event(

@@ -329,3 +329,39 @@ def test_the_worker_wait_relays_complete_lines_and_reports_a_hang() -> None:
     assert relayed == ["step 1\nstep 2\n"]  # the half-written line waits for the next read
     assert ended.offset == len("step 1\nstep 2\n")
     assert polls.watched == [[log]]  # statted by the state query itself
+
+
+class OwnRule(SlurmOperator):
+    def is_work_done(self, hook: Any, attempt: Attempt) -> bool | None:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("op", "ends"),
+    [
+        (_op(end_task_on_success=True, completion_regex="^done", completion_command="check"), True),
+        (_op(end_task_on_success=True, completion_command="check"), True),
+        (_op(completion_regex="^done"), False),  # not asked for
+        (_op(end_task_on_success=True), False),  # no check the trigger could run
+        (_op(end_task_on_success=True, completion_regex="^done", completion_check=lambda h, a: True), False),
+        (
+            OwnRule(
+                task_id="t",
+                ssh_conn_id="c",
+                script="x",
+                remote_dir="/r",
+                end_task_on_success=True,
+                completion_regex="^done",
+            ),
+            False,
+        ),  # its own rule: the trigger cannot run it
+    ],
+)
+def test_the_trigger_ends_the_task_only_with_checks_it_can_run_itself(op: SlurmOperator, ends: bool) -> None:
+    kwargs = op._ending_kwargs()
+    assert kwargs.get("end_task_on_success", False) is ends
+    if ends:
+        assert (kwargs["completion_regex"], kwargs["completion_command"]) == (
+            op.completion_regex,
+            op.completion_command,
+        )

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from airflow.sdk._shared.module_loading import import_string
+from airflow.triggers.base import TaskSuccessEvent
 from slurm_operator import events, naming, triggers
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError
 from slurm_operator.poller import SlurmPoller
-from slurm_operator.records import JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger
 
@@ -35,6 +36,8 @@ class FakeCluster:
         self.clock = 0.0  # the cluster's clock: advanced by the test, never by real time
         self.mtimes: dict[str, float] = {}
         self.watched: list[list[str]] = []
+        self.commands: list[str] = []
+        self.command_out = "1\n"
 
     async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
         now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
@@ -63,6 +66,13 @@ class FakeCluster:
             raise RemotePathNotFoundError(path)
         data = self.files[path].encode()[offset : offset + max_bytes]
         return LogChunk(text=data.decode(), offset=offset, next_offset=offset + len(data))
+
+    async def stat(self, path: str) -> RemoteStat:
+        return RemoteStat(path, exists=path in self.files, size=len(self.files.get(path, "").encode()))
+
+    async def run(self, command: str, **_: Any) -> CommandResult:
+        self.commands.append(command)
+        return CommandResult(0, self.command_out, "")
 
     async def cancel(self, job_id: str, signal: str | None = None, **marked: str | None) -> None:
         self.cancelled.append(job_id)
@@ -93,6 +103,9 @@ JOB_KWARGS: dict[str, Any] = {
     "progress_timeout": 30.0,
     "startup_timeout": 10.0,
     "progress_paths": ["/r/ckpt/latest_checkpointed_iteration.txt"],
+    "end_task_on_success": False,
+    "completion_regex": None,
+    "completion_command": None,
 }
 
 
@@ -213,3 +226,57 @@ async def test_without_progress_timeout_nothing_is_statted(cluster: FakeCluster)
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
     assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
     assert cluster.watched == [[], []]
+
+
+ATTEMPT = {"attempt": 1, "job_id": "42", "log_path": "/r/job-42.out", "script_path": "/r/s.sbatch"}
+ENDING = {
+    **JOB_KWARGS,
+    "stream_logs": False,
+    "carry": {"name": "n", "attempts": [ATTEMPT]},
+    "end_task_on_success": True,
+    "completion_regex": "^training done",
+    "completion_command": "check",
+}
+
+
+@pytest.mark.parametrize(
+    ("log", "out", "in_triggerer", "ends"),
+    [
+        ("step 1\ntraining done\n", "1\n", True, True),
+        ("step 1\n", "1\n", True, False),  # the regex is not in the log: the operator resubmits
+        ("training done\n", "0\n", True, False),  # the command says not done
+        ("training done\n", "1\n", False, False),  # dag.test()'s inline run: the operator judges
+    ],
+)
+async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_triggerer(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
+) -> None:
+    monkeypatch.setattr(triggers, "in_triggerer", lambda: in_triggerer)
+    cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
+    cluster.files["/r/job-42.out"], cluster.command_out = log, out
+    (event,) = [e async for e in SlurmJobTrigger(**ENDING).run()]
+    if not ends:
+        assert not isinstance(event, TaskSuccessEvent)
+        assert SlurmEvent.from_payload(event.payload).slurm_state == "COMPLETED"
+        return
+    assert isinstance(event, TaskSuccessEvent)
+    assert cluster.commands == ["check"]
+    assert event.xcoms is not None
+    (attempt,) = event.xcoms["return_value"]  # what the operator would return: every attempt
+    assert (attempt["job_id"], attempt["state"], attempt["verdict"]) == ("42", "COMPLETED", "succeed")
+    assert attempt["completion_ok"] is True
+
+
+async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Marking(SlurmJobTrigger):
+        async def on_success(self, hook: Any) -> None:
+            raise OSError("marker not written")
+
+    monkeypatch.setattr(triggers, "in_triggerer", lambda: True)
+    cluster.states = [{"42": SlurmState.COMPLETED}]
+    cluster.files["/r/job-42.out"] = "training done\n"
+    (event,) = [e async for e in Marking(**ENDING).run()]
+    assert not isinstance(event, TaskSuccessEvent)
+    assert SlurmEvent.from_payload(event.payload).status == events.ENDED

@@ -61,6 +61,9 @@ class CampaignSlurmOperator(SlurmOperator):
         resubmit_alert: Callable[[Context, Attempt, str], None] | None = None,
         **kwargs: Any,
     ) -> None:
+        # A completed job that passes its checks ends the task in the triggerer (no resume process;
+        # the training's outcome marker is written there too: CampaignJobTrigger).
+        kwargs.setdefault("end_task_on_success", True)
         super().__init__(**kwargs)
         self.phase = phase
         self.resubmit_alert = resubmit_alert
@@ -109,10 +112,11 @@ class CampaignSlurmOperator(SlurmOperator):
         """A CampaignJobTrigger: clearing the task keeps its job for the re-attach, stopping it
         cancels the job and leaves the stop marker for the waits."""
         run_id = getattr(self, "_run_id", None)
-        stopped = ""
+        stopped = finished = ""
         if self.state_dir and run_id:
             stopped = outcome_path(self.state_dir, run_id, self.phase, STOPPED)
-        return CampaignJobTrigger(**kwargs, stopped_path=stopped)
+            finished = outcome_path(self.state_dir, run_id, self.phase, FINISHED)
+        return CampaignJobTrigger(**kwargs, stopped_path=stopped, finished_path=finished)
 
     def on_resubmit(self, context: Context, ended: Attempt, reason: str) -> None:
         """The ``notify.on_retry`` alert: a resubmission within one try is a retry to the user."""

@@ -285,6 +285,8 @@ class CampaignJobTrigger(SlurmJobTrigger):
     ``stopped_path`` marker that ends the phase's checkpoint waits.
 
     :param stopped_path: marker written after a cancel for a stop ("" for none).
+    :param finished_path: the training's success marker, written before the task succeeds from here
+        (``end_task_on_success``), as its operator writes it on success ("" for none).
     :param state_timeout: seconds to wait for the task's state before cancelling (the triggerer's
         whole ``on_kill`` gets 30 s; the scancel must fit in what is left).
     """
@@ -294,17 +296,23 @@ class CampaignJobTrigger(SlurmJobTrigger):
         *args: Any,
         stopped_path: str = "",
         state_timeout: float = ti_states.STATE_TIMEOUT,
+        finished_path: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.stopped_path = stopped_path
         self.state_timeout = state_timeout
+        self.finished_path = finished_path
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath in the installed autoexp package and every argument."""
         kwargs = {**arguments(self, SlurmJobTrigger), "stopped_path": self.stopped_path,
-                  "state_timeout": self.state_timeout}  # fmt: skip
+                  "state_timeout": self.state_timeout, "finished_path": self.finished_path}  # fmt: skip
         return "autoexp.campaign.dags.triggers.CampaignJobTrigger", kwargs
+
+    async def on_success(self, hook: AsyncSlurmHook) -> None:
+        if self.finished_path:  # the phase's checkpoint waits stop waiting for iterations not saved
+            await hook.write_text(self.finished_path, "done\n")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The base wait; first, get the triggerer's slow first state answer out of on_kill's way."""

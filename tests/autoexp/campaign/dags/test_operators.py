@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -133,3 +134,20 @@ def test_work_not_done_goes_on_to_the_start_condition_and_the_job(
     result, cluster, submitted = _sweep("0\n", monkeypatch, tmp_path)
     assert (result, submitted) == (["job"], ["execute"])
     assert cluster.ran[-2:] == ["check-done", "start"]
+
+
+@pytest.mark.slurm
+async def test_a_training_that_succeeds_in_the_triggerer_leaves_the_finished_marker(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    # What the worker writes on success (above), written by the job trigger that ends the task.
+    from slurm_operator.async_hook import AsyncSlurmHook
+
+    op = train_task(slurm_cluster.conn_id, tmp_path)
+    assert op.end_task_on_success  # the campaign's tasks all let the trigger end them
+    op._run_id = "manual__1"
+    trigger = op.make_job_trigger(ssh_conn_id=slurm_cluster.conn_id, job_id="7", log_path=None)
+    finished = Path(outcome_path(str(tmp_path), "manual__1", "pretrain", "finished"))
+    assert trigger.serialize()[1]["finished_path"] == str(finished)
+    await trigger.on_success(AsyncSlurmHook(slurm_cluster.conn_id))
+    assert await asyncio.to_thread(finished.read_text) == "done\n"
