@@ -12,7 +12,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from slurm_operator import events
-from slurm_operator.airflow_internals import in_triggerer
+from slurm_operator.airflow_internals import in_triggerer, xcom_set
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
@@ -67,8 +67,9 @@ class SlurmJobTrigger(BaseTrigger):
     :param progress_paths: more files whose change means progress (the log always counts).
     :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
         ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
-        the XCom the operator returns): no task process resumes to judge it. Any other end, a check
-        that fails or cannot run, and ``dag.test()``'s inline run: the operator judges as before.
+        after writing the XCom the operator would return): no task process resumes to judge it.
+        Any other end, a check that fails or cannot run, and ``dag.test()``'s inline run: the
+        operator judges as before.
     """
 
     def __init__(
@@ -233,6 +234,17 @@ class SlurmJobTrigger(BaseTrigger):
             ledger.update_current(replace(ended, completion_ok=True, verdict=Verdict.SUCCEED))
             ledger.log_offset = offset
             await self.on_success(hook)
+            # The task's XCom, as its operator would return it, written here: Airflow 3.3.2 stores a
+            # TaskSuccessEvent's ``xcoms`` as JSON text (xcom_pull then returns a str).
+            ti: Any = self.task_instance
+            await xcom_set(
+                ledger.results(),
+                key="return_value",
+                dag_id=str(ti.dag_id),
+                task_id=str(ti.task_id),
+                run_id=str(ti.run_id),
+                map_index=int(ti.map_index),
+            )
         except Exception as exc:  # in doubt the operator judges: it reads and checks all of it again
             self.log.warning("Slurm job %s: the task process judges its end (%s)", self.job_id, exc)
             return None
@@ -240,8 +252,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.log.info(
             "Slurm job %s (attempt %d): completed, completion check passed -> succeed", self.job_id, attempt
         )
-        attempts: Any = ledger.results()  # JSON primitives (Attempt.to_dict)
-        return TaskSuccessEvent(xcoms={"return_value": attempts})
+        return TaskSuccessEvent()
 
     async def on_success(self, hook: AsyncSlurmHook) -> None:
         """Before the task succeeds from here: what its operator does on success (subclasses)."""

@@ -228,6 +228,10 @@ async def test_without_progress_timeout_nothing_is_statted(cluster: FakeCluster)
     assert cluster.watched == [[], []]
 
 
+class TI:
+    dag_id, task_id, run_id, map_index = "d", "t", "r", 3
+
+
 ATTEMPT = {"attempt": 1, "job_id": "42", "log_path": "/r/job-42.out", "script_path": "/r/s.sbatch"}
 ENDING = {
     **JOB_KWARGS,
@@ -252,17 +256,28 @@ async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_tri
     cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
 ) -> None:
     monkeypatch.setattr(triggers, "in_triggerer", lambda: in_triggerer)
+    written: list[tuple[Any, dict[str, Any]]] = []
+
+    async def xcom_set(value: Any, **where: Any) -> None:
+        written.append((value, where))
+
+    monkeypatch.setattr(triggers, "xcom_set", xcom_set)
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"], cluster.command_out = log, out
-    (event,) = [e async for e in SlurmJobTrigger(**ENDING).run()]
+    trigger = SlurmJobTrigger(**ENDING)
+    trigger.task_instance = TI()  # type: ignore[assignment]
+    (event,) = [e async for e in trigger.run()]
     if not ends:
         assert not isinstance(event, TaskSuccessEvent)
         assert SlurmEvent.from_payload(event.payload).slurm_state == "COMPLETED"
+        assert written == []
         return
     assert isinstance(event, TaskSuccessEvent)
     assert cluster.commands == ["check"]
-    assert event.xcoms is not None
-    (attempt,) = event.xcoms["return_value"]  # what the operator would return: every attempt
+    # What the operator would return (every attempt), written as the task's XCom before it ends.
+    ((attempts, where),) = written
+    assert where == {"key": "return_value", "dag_id": "d", "task_id": "t", "run_id": "r", "map_index": 3}
+    (attempt,) = attempts
     assert (attempt["job_id"], attempt["state"], attempt["verdict"]) == ("42", "COMPLETED", "succeed")
     assert attempt["completion_ok"] is True
 
@@ -277,6 +292,8 @@ async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
     monkeypatch.setattr(triggers, "in_triggerer", lambda: True)
     cluster.states = [{"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"] = "training done\n"
-    (event,) = [e async for e in Marking(**ENDING).run()]
+    trigger = Marking(**ENDING)
+    trigger.task_instance = TI()  # type: ignore[assignment]
+    (event,) = [e async for e in trigger.run()]
     assert not isinstance(event, TaskSuccessEvent)
     assert SlurmEvent.from_payload(event.payload).status == events.ENDED

@@ -97,7 +97,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         (``run_gate``), takes its iteration from ``iterations`` by map index (a mapped wait) and
         the outcome markers of ``watch_phase`` in ``state_dir`` for its run.
     :param end_task: a found iteration ends the task as a success straight from the triggerer
-        (``TaskSuccessEvent``, its XCom the complete iterations): no task process to resume, no
+        (``TaskSuccessEvent``): no task process to resume, no
         scheduler round trip before the conversion is scheduled. Errors still resume the task.
     Other parameters: ``RemotePathTrigger``'s and ``CheckpointCondition``'s.
     """
@@ -194,8 +194,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if payload.get("status") != events.SUCCESS:
             return event
         self.log.info("%s: the wait succeeds from the triggerer", payload.get("message"))
-        iterations = payload.get("data", {}).get("iterations", [])
-        return TaskSuccessEvent(xcoms={"return_value": iterations})
+        # No XCom: nothing reads a wait's (Airflow 3.3.2 would store a TaskSuccessEvent's as JSON text).
+        return TaskSuccessEvent()
 
     def reads(self) -> list[Read]:
         # The outcome markers not_yet stats every round: fetched from the first round on.

@@ -80,7 +80,6 @@ async def test_a_wait_that_ends_its_task_succeeds_from_the_triggerer(
     assert trigger.serialize()[1]["end_task"] is True
     event = await first_raw_event(trigger)
     assert isinstance(event, TaskSuccessEvent)
-    assert event.xcoms == {"return_value": [20]}
     # An error still resumes the task (its message and the no-retry verdict are the worker's).
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "pretrain.failed").write_text("AirflowException: gave up\n")
@@ -376,9 +375,10 @@ async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
         assert isinstance(event, TaskSkippedEvent)
     # Its iteration by map index, then success straight from the triggerer.
     save_legacy_checkpoint(tmp_path / "checkpoints", 40)
-    event = await first_raw_event(started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(1, drives)))
+    second = started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(1, drives))
+    event = await first_raw_event(second)
     assert isinstance(event, TaskSuccessEvent)
-    assert event.xcoms == {"return_value": [40]}
+    assert second.iteration == 40
     # The outcome markers of its own run: the training of run r1 failed, iteration 60 never comes.
     failed = tmp_path / "state" / "r1" / "pretrain.failed"
     failed.parent.mkdir(parents=True)
