@@ -2,9 +2,10 @@
 
 A job is *ready* at the later of two moments: its dependency is ready (the run started, for a
 pretraining's first submission; the checkpoint it starts from or converts is complete and settled;
-its previous attempt ended, for a resubmission), and a slot of its pool is free (its task instance
-got one, or the slot that let it in was released). What passes from then to its sbatch (sacct
-Submit) is the orchestrator's: trigger polls, task process start-up, scheduling, the submit itself.
+its previous attempt ended, for a resubmission), and a slot of its pool is free for it (none is
+held and none claimed by a task ahead of it in the pool's queue; see ``_slot_ready``). What passes
+from then to its sbatch (sacct Submit) is the orchestrator's: trigger polls, task process start-up,
+scheduling, the submit itself.
 
 Pure: the caller reads sacct, Airflow's task instances and the checkpoints' file times.
 """
@@ -92,20 +93,32 @@ def dependencies(dag: DagPlan) -> dict[str, Dependency]:
     return found
 
 
-def _slot_ready(own: tuple[str, str, int], after: float, spans: Sequence[SlotSpan], slots: int) -> float:
-    """When the pool had a slot for ``own`` at or after ``after``: ``after`` if one was free then, else
-    the release that let it in (the last one before it took its slot)."""
+def _slot_ready(
+    own: tuple[str, str, int],
+    after: float,
+    spans: Sequence[SlotSpan],
+    slots: int,
+    ready_at: Mapping[tuple[str, str, int], float],
+) -> float:
+    """When the pool first had a slot for ``own`` from ``after`` on (its dependency's readiness).
+
+    The pool serves in the order it actually granted slots: a slot counts as free for ``own`` at a
+    moment when fewer than ``slots`` are held, counting as held also the tasks granted before
+    ``own`` that were ready and still waiting then (they were ahead of it in the queue). Looked at
+    ``after`` and at every release until ``own`` got its slot.
+    """
     mine = [s for s in spans if s.task_key == own and (s.freed is None or s.freed > after)]
     taken = min((s.taken for s in mine), default=None)
     if taken is None or taken <= after:
         return after
-    held = sum(
-        1 for s in spans if s.task_key != own and s.taken <= after and (s.freed is None or s.freed > after)
-    )
-    if held < slots:
-        return after
-    released = [s.freed for s in spans if s.freed is not None and after < s.freed <= taken]
-    return max(released, default=after)
+    ahead = [s for s in spans if s.task_key != own and s.taken < taken]
+    moments = sorted({after, *(s.freed for s in spans if s.freed is not None and after < s.freed <= taken)})
+    for t in moments:
+        held = sum(1 for s in ahead if s.taken <= t and (s.freed is None or s.freed > t))
+        waiting = sum(1 for s in ahead if s.taken > t and ready_at.get(s.task_key, float("inf")) <= t)
+        if held + waiting < slots:
+            return t
+    return moments[-1]
 
 
 def latencies(
@@ -124,12 +137,15 @@ def latencies(
     for sub in submissions:
         if sub.name in deps:
             by_name.setdefault(sub.name, []).append(sub)
+    ready_at = {
+        dep.task_key: dependency_ready[name] for name, dep in deps.items() if name in dependency_ready
+    }
     found: list[Latency] = []
     for name, subs in by_name.items():
         subs.sort(key=lambda s: s.submit)
         dep = deps[name]
         if name in dependency_ready:
-            ready = _slot_ready(dep.task_key, dependency_ready[name], spans, slots)
+            ready = _slot_ready(dep.task_key, dependency_ready[name], spans, slots, ready_at)
             found.append(Latency(name, dep.kind, ready, subs[0].submit))
         for before, sub in itertools.pairwise(subs):
             if before.end is not None:  # the task holds its slot across its own resubmissions

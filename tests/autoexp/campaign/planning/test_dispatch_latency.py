@@ -34,6 +34,16 @@ def test_a_full_pool_makes_the_release_that_let_the_job_in_the_readiness() -> No
     assert [f.seconds for f in found] == [35.0]
 
 
+def test_a_free_slot_taken_by_a_task_ahead_in_the_queue_is_not_free_for_the_job() -> None:
+    # One slot. OTHER_A held it until 41; OTHER_B, ready since 30, got it at 41.2 and held it until 90;
+    # the convert, ready at 41, got it at 90.5: its readiness is 90 (B was ahead of it), not 41.
+    deps = {**CONVERT, "b": dl.Dependency(dl.CHECKPOINT, OTHER_B, "/ckpt", 20, 0.0)}
+    spans = [dl.SlotSpan(OTHER_A, 0.0, 41.0), dl.SlotSpan(OTHER_B, 41.2, 90.0), dl.SlotSpan(KEY, 90.5, 120.0)]
+    subs = [dl.Submission("conv", 93.0, None), dl.Submission("b", 43.0, None)]
+    found = dl.latencies(subs, deps, {"conv": 41.0, "b": 30.0}, spans, slots=1)
+    assert {f.name: (f.ready, f.seconds) for f in found} == {"conv": (90.0, 3.0), "b": (41.0, 2.0)}
+
+
 def test_a_resubmission_counts_from_the_previous_attempts_end() -> None:
     deps = {"train": dl.Dependency(dl.RUN_START, OTHER_A)}
     subs = [
