@@ -45,7 +45,7 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # `helpers_dir`, and the config's hash.
 # Re-pinned for the report of a sweep (report_args gain each phase's `train_output` pattern).
 SUMMARY_SHA = "7aeece0eae844b4742abb79e65ddb013546a7e6cb0accd6e39b75634857abcb2"
-SERIALIZED_SHA = "d389f9b8681c63cbf3e2cd1cd59580fd2cc8948441e79f9a70b431b4a5521f78"
+SERIALIZED_SHA = "0b83b0d828476db0587b890ce8206434039c8d9747ee5e9fbfecb11c949c1144"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

@@ -69,7 +69,6 @@ def _wait_task(
     iteration: Any,
     ssh_conn_id: str,
     label: str | None = None,
-    iterations: Sequence[int] = (),
 ) -> CheckpointWait:
     return CheckpointWait(
         task_id=task_id,
@@ -85,7 +84,6 @@ def _wait_task(
         timeout_secs=wait.timeout_secs,
         poll_interval=wait.poll_interval,
         settle_seconds=wait.settle_seconds,
-        iterations=iterations,
     )
 
 
@@ -107,10 +105,7 @@ def _checkpoint_group(
     with MappedTaskGroup(
         group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
     ) as mapped:
-        iterations = [int(values["iteration"]) for values in group.instances]
-        wait = _wait_task(
-            "wait", group.wait, arg("iteration"), settings.ssh_conn_id, label("task.iteration"), iterations
-        )
+        wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id, label("task.iteration"))
         convert = CampaignSlurmOperator(
             task_id=CONVERT_TASK,
             map_index_template=label("task.environment.CKPT_ITER"),

@@ -1,4 +1,4 @@
-"""Whether a run drives a phase: its ``phases`` Param and its dry-run switch (tasks and triggers ask)."""
+"""Whether a run drives a phase: its ``phases`` Param and its dry-run switch (every phase task asks)."""
 
 from __future__ import annotations
 
