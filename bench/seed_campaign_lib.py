@@ -21,6 +21,7 @@ import yaml
 
 from autoexp.campaign.planning import dag_plan
 from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.planning.dispatch_latency import percentile
 from autoexp.campaign.planning.plan import load_plans
 from autoexp.config.overrides import apply_overrides
 from autoexp.config.yamlio import YMap, parse_yaml, to_plain
@@ -185,11 +186,6 @@ def sacct(env: dict[str, str], since: float) -> list[dict[str, Any]]:
                 row[key] = None
         rows.append(row)
     return rows
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def latency_figures(rows: list[dict[str, Any]], pairs: list[tuple[str, str]]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dispatch_report import dispatch_latencies, sacct_submissions
+from dispatch_report import dispatch_latencies, epoch, sacct_submissions
 from slurm_operator.commands import SACCT_FORMAT
 from slurm_operator.parsers import parse_sacct
 
@@ -153,20 +153,13 @@ def print_campaign_report(
     return run_id
 
 
-def _epoch(stamp: str) -> float | None:
-    try:
-        return datetime.fromisoformat(stamp).timestamp()
-    except ValueError:  # "" for a job that has not started or ended
-        return None
-
-
 def sacct_jobs(sacct_output: str) -> list[tuple[str, float, float | None]]:
     """(job name, start, end or None) of every job that started, from ``sacct -P -o SACCT_FORMAT``."""
     jobs: list[tuple[str, float, float | None]] = []
     for record in parse_sacct(sacct_output):
-        start = _epoch(record.start)
+        start = epoch(record.start)
         if start is not None:
-            jobs.append((record.name, start, _epoch(record.end)))
+            jobs.append((record.name, start, epoch(record.end)))
     return jobs
 
 
