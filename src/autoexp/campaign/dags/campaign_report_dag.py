@@ -12,11 +12,10 @@ from airflow.sdk import DAG, Asset, AssetAny, BaseOperator, Context, Param
 
 from autoexp.campaign.dags import campaign_report_task
 from autoexp.campaign.planning import campaign_report as cr
+from autoexp.campaign.planning.campaign_slice import campaign_report_dag_id
 from autoexp.campaign.planning.dag_plan import DagPlan, plan_dag
 from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.planning.settings import AirflowSettings
-
-DAG_ID_PREFIX = "autoexp_campaign_report_"
 
 
 class CampaignReportOperator(BaseOperator):
@@ -43,11 +42,12 @@ def eval_asset(dag_plan: DagPlan, settings: AirflowSettings) -> Asset:
     )
 
 
-def report_dag(stem: str, dag_plans: list[DagPlan], settings: AirflowSettings) -> DAG:
+def report_dag(config_path: Path, dag_plans: list[DagPlan], settings: AirflowSettings) -> DAG:
     """The report DAG of one config's planned experiments."""
+    stem = config_path.stem
     assets = [eval_asset(d, settings) for d in dag_plans]
     with DAG(
-        dag_id=f"{DAG_ID_PREFIX}{stem}",
+        dag_id=campaign_report_dag_id(config_path),
         # Any one experiment finishing refreshes the report (a list would wait for all of them).
         schedule=AssetAny(*assets) if assets else None,
         start_date=datetime.fromisoformat(settings.start_date),
@@ -88,4 +88,4 @@ def campaign_report_dag(config_path: str | Path) -> DAG:
     """The report DAG of one config file (planned again: the expansion cache makes this cheap)."""
     path = Path(config_path).absolute()
     plans, settings = load_plans(path)
-    return report_dag(path.stem, [plan_dag(p, settings) for p in plans], settings)
+    return report_dag(path, [plan_dag(p, settings) for p in plans], settings)

@@ -19,8 +19,6 @@ from autoexp.campaign.dags.airflow_internals import (
     MappedTaskGroup,
     callback_dag_ids,
 )
-from autoexp.campaign.dags.campaign_report_dag import campaign_report_dag
-from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag
 from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
     CampaignSlurmOperator,
@@ -28,6 +26,7 @@ from autoexp.campaign.dags.operators import (
     ReportOperator,
     StageOperator,
 )
+from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
 from autoexp.campaign.planning.config_set import clash_message, clashes
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
@@ -352,7 +351,7 @@ def register(
                     dags = exc.dags
                     name, dag_id = f"duplicate_{path.stem}", f"autoexp_duplicate_dag_ids_{path.stem}"
                     _broken(namespace, name, dag_id, str(exc))
-                dags += [build_campaign_trigger_dag(path), campaign_report_dag(path)]
+                dags += _campaign_dags(path)
         except config_errors() as exc:  # evaluated only when an exception propagates
             message = str(exc) if not isinstance(exc, OSError) else f"{path}: {exc.strerror or exc}"
             _broken(namespace, f"broken_{path.stem}", f"autoexp_broken_config_{path.stem}", message)
@@ -361,6 +360,30 @@ def register(
             namespace[dag.dag_id] = dag
             ids.append(dag.dag_id)
     return ids
+
+
+def _campaign_dags(path: Path) -> list[DAG]:
+    """The config's campaign trigger and report DAGs, where this parse needs them.
+
+    A task process of an experiment's DAG builds neither, nor imports their modules: they pull in
+    Airflow's server-side DAG models (TriggerDagRunOperator) and the report's numerics. Measured on
+    the seed's config: a task process's parse of the DAG file fell from 1.47 to 0.33 s of CPU.
+    """
+    running, needed = get_parsing_context().dag_id, callback_dag_ids()
+
+    def wanted(dag_id: str) -> bool:
+        return running in (None, dag_id) and (needed is None or dag_id in needed)
+
+    dags: list[DAG] = []
+    if wanted(campaign_dag_id(path)):
+        from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag
+
+        dags.append(build_campaign_trigger_dag(path))
+    if wanted(campaign_report_dag_id(path)):
+        from autoexp.campaign.dags.campaign_report_dag import campaign_report_dag
+
+        dags.append(campaign_report_dag(path))
+    return dags
 
 
 def _broken(namespace: MutableMapping[str, Any], name: str, dag_id: str, message: str) -> None:

@@ -27,6 +27,11 @@ def campaign_dag_id(config_path: str | Path) -> str:
     return f"{CAMPAIGN_DAG_PREFIX}{Path(config_path).stem}"
 
 
+def campaign_report_dag_id(config_path: str | Path) -> str:
+    """The report DAG of a config: ``autoexp_campaign_report_<stem>``."""
+    return f"{CAMPAIGN_DAG_PREFIX}report_{Path(config_path).stem}"
+
+
 def grid_axes(config_path: str | Path) -> list[str]:
     """The config's grid axes in document order: the keys whose value is a list (as ``autoexp list``
     shows them), read from the YAML tree without expanding the grid."""

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 HUBER_DELTA = 1e-3
@@ -168,6 +167,10 @@ def _grid_values(x: Array, y: Array, log_loss: Array) -> Array:
 def _minimise(
     x: Array, y: Array, log_loss: Array, extra: Sequence[Array] = (), top: int = _TOP_STARTS
 ) -> tuple[Array, float]:
+    # Imported here: scipy.optimize costs ~0.6 s to import, and every Airflow task process that
+    # parses the campaign DAG files imports this module (through the campaign report) without fitting.
+    from scipy.optimize import minimize
+
     starts = [_GRID[i] for i in np.argsort(_grid_values(x, y, log_loss))[:top]] + list(extra)
     best: tuple[Array, float] | None = None
     for start in starts:
