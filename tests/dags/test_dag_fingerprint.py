@@ -44,8 +44,10 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # (helpers under {LOGS}/.autoexp/tools/<tools-hash>/ instead of a hand-copied include/), stage_args without
 # `helpers_dir`, and the config's hash.
 # Re-pinned for the report of a sweep (report_args gain each phase's `train_output` pattern).
-SUMMARY_SHA = "7aeece0eae844b4742abb79e65ddb013546a7e6cb0accd6e39b75634857abcb2"
-SERIALIZED_SHA = "0b83b0d828476db0587b890ce8206434039c8d9747ee5e9fbfecb11c949c1144"
+# Re-pinned for issue 17 (absolute task ranks, planning/task_priority.py): the diff against the old pins
+# was exactly each task's `priority_weight` and `weight_rule: absolute`, and default_args' weight_rule.
+SUMMARY_SHA = "5633d93bcad9fa473e1826b8e46339d8d78e7385e02f487790b4d2b6aa7ed9cd"
+SERIALIZED_SHA = "a975510c59624bcfa43143c2923fd8899a1d146addbbda90c53e96607d57da10"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

@@ -78,7 +78,7 @@ def _params(choices: dict[str, list[str]]) -> ParamsDict:
             [],
             type="array",
             items={"type": "string", "enum": values},
-            # ``examples`` makes the trigger form draw a multi-select (see factory._params).
+            # ``examples`` makes the trigger form draw a multi-select (see dag_params.experiment_params).
             examples=values,
             title=axis,
             description=f"keep the jobs whose {axis} is one of these; none picked: every value",

@@ -10,8 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup, get_parsing_context
-from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context
 
 from autoexp.campaign.dags.airflow_internals import (
     ListOfDictsExpandInput,
@@ -19,6 +18,7 @@ from autoexp.campaign.dags.airflow_internals import (
     MappedTaskGroup,
     callback_dag_ids,
 )
+from autoexp.campaign.dags.dag_params import experiment_params
 from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
 from autoexp.campaign.dags.operators import (
     CampaignSlurmOperator,
@@ -26,6 +26,7 @@ from autoexp.campaign.dags.operators import (
     ReportOperator,
     StageOperator,
 )
+from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
 from autoexp.campaign.planning.config_set import clash_message, clashes
 from autoexp.campaign.planning.config_source import config_hash, env_values
@@ -67,10 +68,12 @@ def _wait_task(
     wait: WaitPlan,
     iteration: Any,
     ssh_conn_id: str,
+    priority: int,
     label: str | None = None,
 ) -> CheckpointWait:
     return CheckpointWait(
         task_id=task_id,
+        priority_weight=priority,
         map_index_template=label,
         phase=wait.phase,
         ssh_conn_id=ssh_conn_id,
@@ -104,9 +107,17 @@ def _checkpoint_group(
     with MappedTaskGroup(
         group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
     ) as mapped:
-        wait = _wait_task("wait", group.wait, arg("iteration"), settings.ssh_conn_id, label("task.iteration"))
+        wait = _wait_task(
+            "wait",
+            group.wait,
+            arg("iteration"),
+            settings.ssh_conn_id,
+            rank.CHECKPOINT_WAIT,
+            label("task.iteration"),
+        )
         convert = CampaignSlurmOperator(
             task_id=CONVERT_TASK,
+            priority_weight=rank.CONVERT,
             map_index_template=label("task.environment.CKPT_ITER"),
             phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
@@ -141,9 +152,14 @@ def _phase_tasks(
         heads: list[Any] = []
         if phase.branch_wait is not None:
             branch = phase.branch_wait
-            heads = [_wait_task("wait_branch_checkpoint", branch, branch.iteration, settings.ssh_conn_id)]
+            heads = [
+                _wait_task(
+                    "wait_branch_checkpoint", branch, branch.iteration, settings.ssh_conn_id, rank.BRANCH_WAIT
+                )
+            ]
         train = CampaignSlurmOperator(
             task_id=TRAIN_TASK,
+            priority_weight=rank.TRAIN,
             phase=phase.key,
             start_condition=train_plan.start_condition,
             state_dir=state_dir,
@@ -178,38 +194,6 @@ def _phase_tasks(
     return group, last
 
 
-def _params(choices: dict[str, str], settings: AirflowSettings) -> ParamsDict:
-    keys = list(choices)
-    return ParamsDict(
-        {
-            # ``examples`` (not ``items.enum``, which stays for validation) makes the trigger form draw
-            # a multi-select; ``values_display`` names each choice.
-            "phases": Param(
-                keys,
-                type="array",
-                items={"type": "string", "enum": keys},
-                examples=keys,
-                values_display=choices,
-                title="Phases to run",
-                description="the phases this run drives; the others are skipped",
-            ),
-            "dry_run": Param(
-                False,
-                type="boolean",
-                title="Dry run",
-                description="render and log the Slurm scripts, submit nothing",
-            ),
-            "max_attempts": Param(
-                settings.max_attempts,
-                type="integer",
-                minimum=1,
-                title="Slurm submissions per try",
-                description="how often a task submits its job before the task try fails",
-            ),
-        }
-    )
-
-
 def materialize(
     dag_plan: DagPlan, settings: AirflowSettings, config_path: Path, digest: str, env: dict[str, str | None]
 ) -> DAG:
@@ -230,6 +214,7 @@ def materialize(
             "owner": settings.owner,
             "retries": settings.retries,
             "retry_delay": timedelta(seconds=settings.retry_delay_secs),
+            "weight_rule": "absolute",  # the ranks of planning/task_priority.py, not downstream counts
             **task_alerts(plan.name, settings.notify),
         },
         # One alert per failed run (the tasks only record their failures), plus the opted-in ones.
@@ -238,6 +223,7 @@ def materialize(
     ) as dag:
         stage = StageOperator(
             task_id="stage",
+            priority_weight=rank.STAGE,
             stage_args={
                 "config_path": str(config_path),
                 "expected_hash": digest,
@@ -256,6 +242,7 @@ def materialize(
         stage >> groups  # one call: each >> hashes the DAG of every task it links
         report = ReportOperator(
             task_id="report",
+            priority_weight=rank.REPORT,
             trigger_rule="none_failed",
             outlets=[
                 Asset(
@@ -273,7 +260,7 @@ def materialize(
         ends >> report
     # Set after the tasks: every operator built inside a DAG deep-copies the DAG's Params (once per
     # class in its hierarchy), and the task runner merges the DAG's Params into each task's anyway.
-    dag.params = _params(phase_choices(plan), settings)
+    dag.params = experiment_params(phase_choices(plan), settings)
     dag.doc_md = doc_md(dag_plan, str(config_path), digest)
     return dag
 
