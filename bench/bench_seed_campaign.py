@@ -100,6 +100,20 @@ def _ssh_figures(sshd: CountingSshd, t0: float, t1: float, interval: float) -> d
     }
 
 
+def _progress(
+    elapsed: float, states: dict[str, str], deferred_peak: int, cluster_env: dict[str, str], since: float
+) -> None:
+    """One line a minute, so a long run shows where it is (stderr; the figures stay on stdout)."""
+    by_state = Counter(states.values())
+    submitted = len(sacct(cluster_env, since))
+    print(
+        f"# {elapsed:6.0f} s: runs {dict(sorted(by_state.items()))}, Slurm jobs submitted {submitted},"
+        f" deferred peak {deferred_peak}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _db_mb(stack: AirflowStack) -> float:
     name = stack.database_url.rsplit("/", 1)[-1].split("?")[0]
     ((size,),) = session.server().query("SELECT pg_database_size(%s)", name)
@@ -162,7 +176,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         states: dict[str, str] = {}
         deferred_peak = 0
         deadline = t0 + args.timeout
-        last_poll = 0.0
+        last_poll = last_progress = time.monotonic()
         while time.monotonic() < deadline:
             stack.check_alive()
             for s in samplers.values():
@@ -174,6 +188,9 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                     deferred_peak = max(deferred_peak, _deferred(stack))
                 if all(states.get(d) in ("success", "failed") for d in chosen):
                     break
+            if time.monotonic() - last_progress > 60:
+                last_progress = time.monotonic()
+                _progress(time.monotonic() - t0, states, deferred_peak, cluster.env(), t0_wall)
             time.sleep(2)
         wall, t1_wall = time.monotonic() - t0, time.time()
         rows = sacct(cluster.env(), t0_wall)

@@ -72,6 +72,7 @@ class SlurmHook:
         self._ssh: Any = None
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        self._folders_made: set[str] = set()  # by _upload: one mkdir per folder, not per file
         self.commands_run = 0  # for benchmarks and tests: remote commands executed by this hook
         self.connections_opened = 0
 
@@ -369,9 +370,11 @@ class SlurmHook:
 
     def _upload(self, path: str, write: Any) -> None:
         folder = posixpath.dirname(path)
-        if folder:
+        # A task that writes many files into one folder (a run's scripts) creates it once.
+        if folder and folder not in self._folders_made:
             command = commands.mkdir_p(folder)
             self._check(command, self.run(command), f"mkdir -p {folder}")
+            self._folders_made.add(folder)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
 
         def put(sftp: paramiko.SFTPClient) -> None:

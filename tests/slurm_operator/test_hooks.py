@@ -173,6 +173,19 @@ def test_submit_once_adopts_the_active_job_of_the_name(hook: SlurmHook, slurm_cl
     assert [r.job_id for r in hook.find_active_jobs(name)] in ([], [first])  # ending, never a second
 
 
+def test_files_written_into_one_folder_create_it_once(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
+    """A run's stage writes a dozen scripts into one folder: one ``mkdir -p``, not one per script."""
+    base = f"{slurm_cluster.jobs_dir}/folders-{time.time_ns()}"
+    before = hook.commands_run
+    for i in range(12):
+        hook.write_text(f"{base}/scripts/{i}.sh", f"#{i}\n")
+    assert hook.commands_run - before == 1
+    hook.write_text(f"{base}/other/a.txt", "a\n")
+    assert hook.commands_run - before == 2
+    assert sorted(hook.list_dir(f"{base}/scripts")) == sorted(f"{i}.sh" for i in range(12))
+    assert hook.read_text(f"{base}/other/a.txt") == "a\n"
+
+
 def test_files(hook: SlurmHook, slurm_cluster: LocalCluster, tmp_path: Path) -> None:
     base = f"{slurm_cluster.jobs_dir}/files-{time.time_ns()}"
     hook.write_text(f"{base}/deep/a.txt", "héllo\nworld\n")

@@ -40,20 +40,23 @@ def supervisor_comms() -> Any:
     return comms if callable(getattr(comms, "asend", None)) else None
 
 
-def task_states_request(dag_id: str, run_id: str, task_ids: Sequence[str]) -> Any:
-    """The ``GetTaskStates`` message asking the states of ``task_ids`` in one run."""
+def task_states_request(dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str]) -> Any:
+    """The ``GetTaskStates`` message asking the states of ``task_ids`` in the runs ``run_ids``."""
     from airflow.sdk.execution_time.comms import GetTaskStates
 
-    return GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=[run_id])
+    return GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=list(run_ids))
 
 
-def task_states_in(response: object, run_id: str) -> dict[str, str | None] | None:
-    """``{task_id or task_id_mapindex: state or None}`` of a ``TaskStatesResult``, else None."""
+def task_states_in(response: object) -> dict[str, dict[str, str | None]] | None:
+    """``{run_id: {task_id or task_id_mapindex: state or None}}`` of a ``TaskStatesResult``, else None."""
     from airflow.sdk.execution_time.comms import TaskStatesResult
 
     if not isinstance(response, TaskStatesResult):
         return None
-    return {str(k): None if v is None else str(v) for k, v in response.task_states.get(run_id, {}).items()}
+    return {
+        str(run): {str(k): None if v is None else str(v) for k, v in states.items()}
+        for run, states in response.task_states.items()
+    }
 
 
 # -- the DAG processor's callbacks (used by alerts) -------------------------------------------------

@@ -26,6 +26,7 @@ import logging
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from autoexp.campaign.dags import airflow_internals
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 STOPPED = frozenset({"failed", "success", "skipped", "removed", "upstream_failed"})
 STATE_TIMEOUT = 5.0
 
-_shared: dict[tuple[int, str, str, str], tuple[float, asyncio.Task[str | None]]] = {}
 _warm: dict[int, asyncio.Task[Any]] = {}
+_by_dag: dict[tuple[int, str], _DagAsks] = {}  # (loop, dag) -> what shared_task_state asks and got
 _first_asked: float | None = None  # when this process first asked (the parent's first answer is slow)
 _answered = False
 # Stops announced inside this triggerer, by (loop, dag, run, task): held only by the waits awaiting them.
@@ -50,6 +51,14 @@ async def task_states(
     dag_id: str, run_id: str, task_ids: Sequence[str], limit_s: float = STATE_TIMEOUT
 ) -> dict[str, str] | None:
     """``{task_id or task_id_mapindex: state}`` ("none" for no state) within ``limit_s``; None if unknown."""
+    by_run = await _ask(dag_id, [run_id], task_ids, limit_s)
+    return None if by_run is None else by_run.get(run_id, {})
+
+
+async def _ask(
+    dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str], limit_s: float
+) -> dict[str, dict[str, str]] | None:
+    """One GetTaskStates for ``task_ids`` in ``run_ids``: ``{run: {task: state}}``, None if unknown."""
     comms = airflow_internals.supervisor_comms()
     if comms is None:
         return None
@@ -58,7 +67,7 @@ async def task_states(
     _first_asked = _first_asked or started
     try:
         async with asyncio.timeout(limit_s):
-            resp = await comms.asend(airflow_internals.task_states_request(dag_id, run_id, task_ids))
+            resp = await comms.asend(airflow_internals.task_states_request(dag_id, run_ids, task_ids))
     except TimeoutError:
         log.warning("the triggerer did not tell the state of %s within %.0f s", list(task_ids), limit_s)
         return None
@@ -72,10 +81,10 @@ async def task_states(
             "Airflow build its in-process Execution API, the triggerer serving nothing meanwhile)",
             time.monotonic() - _first_asked,
         )
-    by_task = airflow_internals.task_states_in(resp, run_id)
-    if by_task is None:
+    by_run = airflow_internals.task_states_in(resp)
+    if by_run is None:
         return None
-    return {k: "none" if v is None else v for k, v in by_task.items()}
+    return {run: {k: "none" if v is None else v for k, v in s.items()} for run, s in by_run.items()}
 
 
 async def task_state(
@@ -89,25 +98,59 @@ async def task_state(
     return states.get(key, "none")
 
 
+@dataclass
+class _DagAsks:
+    """The (run, task) pairs this loop's triggers watch in one DAG, and the last answer for all of them."""
+
+    asked: dict[tuple[str, str], float] = field(default_factory=dict)  # pair -> when last asked for
+    covered: frozenset[tuple[str, str]] = frozenset()  # the pairs the last sent request asked
+    at: float = 0.0  # when it was sent
+    answer: asyncio.Task[dict[str, dict[str, str]] | None] | None = None  # the last request
+    open: asyncio.Task[dict[str, dict[str, str]] | None] | None = None  # one not sent yet: callers join it
+
+
 async def shared_task_state(
     dag_id: str, run_id: str, task_id: str, max_age: float, limit_s: float = STATE_TIMEOUT
 ) -> str | None:
-    """``task_state`` of an unmapped task, one request per ``max_age`` s for all callers in this loop.
+    """``task_state`` of an unmapped task: one request per DAG per ``max_age`` s for all callers of this loop.
 
-    Every checkpoint wait of a run watches the same training; they share one answer per poll.
+    Every checkpoint wait of a run watches its training, and a triggerer holds the waits of many runs
+    and DAGs: one request per (run, training) and poll was 200 requests a second at the seed's scale,
+    more than the triggerer's parent answers (it serves them one at a time on its main thread). One
+    request now asks every run and training of the DAG that a wait of this loop watches.
     """
     loop = asyncio.get_running_loop()
     now = time.monotonic()
-    for k, (at, _) in list(_shared.items()):
-        if now - at > max(600.0, max_age):
-            del _shared[k]
-    key = (id(loop), dag_id, run_id, task_id)
-    hit = _shared.get(key)
-    if hit is None or now - hit[0] > max_age or hit[1].get_loop() is not loop:
-        task = loop.create_task(task_state(dag_id, run_id, task_id, limit_s=limit_s))
-        _shared[key] = hit = (now, task)
+    asks = _by_dag.get((id(loop), dag_id))
+    if asks is None or (asks.answer is not None and asks.answer.get_loop() is not loop):
+        asks = _by_dag[(id(loop), dag_id)] = _DagAsks()
+    pair = (run_id, task_id)
+    asks.asked[pair] = now
+    task = asks.open
+    if task is None:
+        fresh = asks.answer is not None and now - asks.at <= max_age and pair in asks.covered
+        task = asks.answer if fresh else None
+    if task is None:
+        task = asks.open = asks.answer = loop.create_task(_request_round(asks, dag_id, max_age, limit_s))
     # shield: one caller cancelled (its trigger was) must not cancel the answer the others await.
-    return await asyncio.shield(hit[1])
+    by_run = await asyncio.shield(task)
+    if by_run is None:
+        return None
+    return by_run.get(run_id, {}).get(task_id, "none")
+
+
+async def _request_round(
+    asks: _DagAsks, dag_id: str, max_age: float, limit_s: float
+) -> dict[str, dict[str, str]] | None:
+    await asyncio.sleep(0)  # the callers of this loop turn join this request
+    now = time.monotonic()
+    for old, last in list(asks.asked.items()):  # pairs nobody asked for in a while: runs that ended
+        if now - last > max(600.0, 2 * max_age):
+            del asks.asked[old]
+    asks.open, asks.at, asks.covered = None, now, frozenset(asks.asked)
+    runs = sorted({r for r, _ in asks.covered})
+    tasks = sorted({t for _, t in asks.covered})
+    return await _ask(dag_id, runs, tasks, limit_s)
 
 
 def warm_up(dag_id: str, run_id: str, task_id: str) -> None:

@@ -25,6 +25,9 @@ from autoexp.campaign.planning.checkpoint_layout import (
     complete_iterations,
 )
 
+STATE_RECHECK_SECS = 30.0
+"""How stale a wait's answer to "is my training stopped?" may be (the task-state fallback, see _stopped)."""
+
 
 class CheckpointCondition(PathCondition):
     """Megatron's checkpoint folder (the path) holds ``iteration``, complete and settled.
@@ -208,7 +211,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         ti = self.task_instance
         if not self.watch_task_id or ti is None:
             return None
-        max_age = self.poll_interval / 2
+        # The fallback for a stop this triggerer was not told of (the training's trigger here announces
+        # its stops at once, and its on_kill leaves the stop marker read above): asked at most every
+        # STATE_RECHECK_SECS, the triggerer's parent answering every DAG's waits on one thread.
+        max_age = max(self.poll_interval / 2, STATE_RECHECK_SECS)
         state = await ti_states.shared_task_state(ti.dag_id, ti.run_id, self.watch_task_id, max_age)
         if state not in ti_states.STOPPED:
             return None

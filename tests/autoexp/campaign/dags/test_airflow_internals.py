@@ -38,14 +38,16 @@ def test_the_channel_is_read_from_task_runner_and_absent_outside_a_triggerer(
 def test_the_task_states_request_and_its_answer_round_trip() -> None:
     from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 
-    request = airflow_internals.task_states_request("d", "r1", ("a", "b"))
+    request = airflow_internals.task_states_request("d", ["r1", "r2"], ("a", "b"))
     assert GetTaskStates.model_validate_json(request.model_dump_json()) == request
-    assert (request.dag_id, request.task_ids, request.run_ids) == ("d", ["a", "b"], ["r1"])
-    answer = TaskStatesResult(task_states={"r1": {"a": "running", "b_3": None}})
+    assert (request.dag_id, request.task_ids, request.run_ids) == ("d", ["a", "b"], ["r1", "r2"])
+    answer = TaskStatesResult(task_states={"r1": {"a": "running", "b_3": None}, "r2": {"a": "failed"}})
     answer = TaskStatesResult.model_validate_json(answer.model_dump_json())
-    assert airflow_internals.task_states_in(answer, "r1") == {"a": "running", "b_3": None}
-    assert airflow_internals.task_states_in(answer, "other run") == {}
-    assert airflow_internals.task_states_in({"task_states": {}}, "r1") is None
+    assert airflow_internals.task_states_in(answer) == {
+        "r1": {"a": "running", "b_3": None},
+        "r2": {"a": "failed"},
+    }
+    assert airflow_internals.task_states_in({"task_states": {}}) is None
 
 
 # -- the DAG processor's callbacks (used by alerts) -------------------------------------------------

@@ -188,6 +188,43 @@ async def test_the_waits_of_a_run_share_one_answer_per_half_poll(comms: Any) -> 
     assert fake.asked == 2
 
 
+class ManyRunsComms:
+    """Answers GetTaskStates for any runs; records each request's (dag, runs, tasks)."""
+
+    def __init__(self, states: dict[tuple[str, str], str]) -> None:
+        self.states, self.requests = states, list[tuple[str, list[str], list[str]]]()
+
+    async def asend(self, msg: Any) -> Any:
+        from airflow.sdk.execution_time.comms import TaskStatesResult
+
+        self.requests.append((msg.dag_id, list(msg.run_ids), list(msg.task_ids)))
+        await asyncio.sleep(0.1)
+        answer = {r: {t: self.states.get((r, t)) for t in msg.task_ids} for r in msg.run_ids}
+        return TaskStatesResult(task_states=answer)
+
+
+async def test_the_waits_of_every_run_of_a_dag_share_one_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed's 90 runs x 6 trainings asked one request each per poll: the parent fell behind."""
+    from airflow.sdk.execution_time import task_runner
+
+    fake = ManyRunsComms({("r1", "pretrain.train"): "running", ("r2", "cooldown.train"): "failed"})
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", fake, raising=False)
+    pairs = [(r, t) for r in ("r1", "r2", "r3") for t in ("pretrain.train", "cooldown.train")]
+    ask = [ti_states.shared_task_state("many", r, t, max_age=30) for r, t in pairs for _ in range(5)]
+    got = await asyncio.gather(*ask)
+    # The callers of one loop turn join one request, which asks for all their pairs.
+    assert fake.requests == [("many", ["r1", "r2", "r3"], ["cooldown.train", "pretrain.train"])]
+    expected = {("r1", "pretrain.train"): "running", ("r2", "cooldown.train"): "failed"}
+    assert got == [expected.get(p, "none") for p in pairs for _ in range(5)]
+    before = len(fake.requests)
+    assert await ti_states.shared_task_state("many", "r3", "cooldown.train", max_age=30) == "none"
+    assert len(fake.requests) == before  # fresh and covered: no request
+    assert await ti_states.shared_task_state("other dag", "r9", "pretrain.train", max_age=30) == "none"
+    assert fake.requests[-1] == ("other dag", ["r9"], ["pretrain.train"])
+    assert await ti_states.shared_task_state("many", "r4", "pretrain.train", max_age=30) == "none"
+    assert fake.requests[-1] == ("many", ["r1", "r2", "r3", "r4"], ["cooldown.train", "pretrain.train"])
+
+
 async def test_a_cleared_or_retrying_training_keeps_the_wait(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
