@@ -93,6 +93,15 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     group = dag.task_group_dict["pretrain.checkpoints"]
     iterations = [kw["iteration"] for kw in group._expand_input.value]
     assert iterations == [20, 40, 60]
+    # Every wait is started and ended by the triggerer, no task process (docs/performance.md): the
+    # scheduler builds its trigger from these arguments; a mapped one picks its iteration by map index.
+    mapped_wait = dag.task_dict["pretrain.checkpoints.wait"]
+    assert mapped_wait.start_from_trigger
+    assert mapped_wait.start_trigger_args.trigger_kwargs["iterations"] == [20, 40, 60]
+    kwargs = wait.start_trigger_args.trigger_kwargs
+    assert (kwargs["iteration"], kwargs["iterations"], kwargs["end_task"]) == (40, [], True)
+    assert (kwargs["phase"], kwargs["watch_phase"]) == ("cooldown_12K", "pretrain")
+    assert wait.start_trigger_args.timeout.total_seconds() == wait.timeout_secs
     assert [kw["iteration"] for kw in dag.task_group_dict["cooldown_8K.checkpoints"]._expand_input.value] == [
         32
     ]

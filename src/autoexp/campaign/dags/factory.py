@@ -70,6 +70,7 @@ def _wait_task(
     ssh_conn_id: str,
     priority: int,
     label: str | None = None,
+    iterations: Sequence[int] = (),
 ) -> CheckpointWait:
     return CheckpointWait(
         task_id=task_id,
@@ -86,6 +87,7 @@ def _wait_task(
         timeout_secs=wait.timeout_secs,
         poll_interval=wait.poll_interval,
         settle_seconds=wait.settle_seconds,
+        iterations=iterations,
     )
 
 
@@ -107,6 +109,7 @@ def _checkpoint_group(
     with MappedTaskGroup(
         group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
     ) as mapped:
+        iterations = [int(values["iteration"]) for values in group.instances]
         wait = _wait_task(
             "wait",
             group.wait,
@@ -114,6 +117,7 @@ def _checkpoint_group(
             settings.ssh_conn_id,
             rank.CHECKPOINT_WAIT,
             label("task.iteration"),
+            iterations,
         )
         convert = CampaignSlurmOperator(
             task_id=CONVERT_TASK,

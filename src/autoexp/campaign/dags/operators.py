@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context, TaskInstanceState
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.triggers.base import StartTriggerArgs
 from slurm_operator import events
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.path_triggers import class_path
 from slurm_operator.records import Attempt
 from slurm_operator.resubmission import completion_command_says_done
 from slurm_operator.triggers import SlurmJobTrigger
@@ -18,23 +20,17 @@ from autoexp.campaign.dags import task_callables
 from autoexp.campaign.dags.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import TRAIN_TASK
+from autoexp.campaign.planning.phase_gate import skip_reason
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 
 T = TypeVar("T")
 
 
 def gate(context: Context, phase: str) -> None:
-    """Skip the task when its phase is not in the run's ``phases`` Param, or the run is a dry run.
-
-    Every phase task checks this itself (instead of one short-circuit task per phase): one task
-    fewer per phase to build at parse time, and a skip cascades to the phase's downstream tasks.
-    """
-    params = context["params"]
-    if params.get("dry_run"):
-        raise AirflowSkipException(f"dry run: {phase} is skipped")
-    selected = params.get("phases") or []
-    if phase not in selected:
-        raise AirflowSkipException(f"{phase} is not in this run's phases {list(selected)}: skipped")
+    """Skip the task when its phase is not in the run's ``phases`` Param, or the run is a dry run."""
+    reason = skip_reason(context["params"], phase)
+    if reason is not None:
+        raise AirflowSkipException(reason)
 
 
 class CampaignSlurmOperator(SlurmOperator):
@@ -169,10 +165,13 @@ class CheckpointWait(BaseOperator):
     :param watch_output: that training's ``--output`` pattern (a cancel by the wait leaves its marker).
     :param watch_job_name: that training's Slurm job name (cancelled when its task was stopped).
     :param timeout_secs: the wait budget (derived from the training's time budget).
+    :param iterations: in a mapped group, every instance's iteration, in map-index order (the
+        trigger that starts the task picks its own; ``iteration`` is then the mapped argument).
     """
 
     template_fields: Sequence[str] = ("iteration",)
     ui_color = "#fdd0a2"
+    start_from_trigger = True
 
     def __init__(
         self,
@@ -188,6 +187,7 @@ class CheckpointWait(BaseOperator):
         poll_interval: float = 60,
         settle_seconds: float = 30,
         watch_job_name: str = "",
+        iterations: Sequence[int] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -202,6 +202,32 @@ class CheckpointWait(BaseOperator):
         self.poll_interval = poll_interval
         self.settle_seconds = settle_seconds
         self.watch_job_name = watch_job_name
+        # The scheduler hands the wait straight to the triggerer: no task process starts it, and
+        # with ``end_task`` none resumes it either (docs/performance.md). ``execute`` stays for
+        # runners that ignore this (``dag.test()``).
+        self.start_trigger_args = StartTriggerArgs(
+            trigger_cls=class_path(PhaseCheckpointTrigger),
+            trigger_kwargs={
+                "ssh_conn_id": ssh_conn_id,
+                "path": checkpoint_dir,
+                "iteration": iteration if isinstance(iteration, int) else -1,
+                "iterations": [int(i) for i in iterations],
+                "settle_seconds": settle_seconds,
+                "poll_interval": poll_interval,
+                "failed_path": "",
+                "finished_path": "",
+                "phase": phase,
+                "state_dir": state_dir,
+                "watch_phase": watch_phase,
+                "watch_task_id": f"{watch_phase}.{TRAIN_TASK}",
+                "watch_output": watch_output,
+                "watch_job_name": watch_job_name,
+                "end_task": True,
+            },
+            next_method="execute_complete",
+            next_kwargs=None,
+            timeout=timedelta(seconds=timeout_secs),
+        )
 
     def execute(self, context: Context) -> None:
         gate(context, self.phase)

@@ -24,6 +24,8 @@ from autoexp.campaign.planning.checkpoint_layout import (
     TrackerParseError,
     complete_iterations,
 )
+from autoexp.campaign.planning.phase_gate import skip_reason
+from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 
 STATE_RECHECK_SECS = 30.0
 """How stale a wait's answer to "is my training stopped?" may be (the task-state fallback, see _stopped)."""
@@ -93,6 +95,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         still runs of a stopped training; "": the plugin's per-run default name.
     :param grace: seconds a checkpoint may still take to settle once a marker is seen (default
         three settle periods and three polls); then the wait ends with an error naming the iteration.
+    :param phase: with ``state_dir``, the trigger starts its task itself (``CheckpointWait``'s
+        ``start_from_trigger``: no task process at all): it skips a phase the run does not drive
+        (``phase_gate``), takes its iteration from ``iterations`` by map index (a mapped wait) and
+        the outcome markers of ``watch_phase`` in ``state_dir`` for its run.
     :param end_task: a found iteration ends the task as a success straight from the triggerer
         (``TaskSuccessEvent``): no task process to resume, no
         scheduler round trip before the conversion is scheduled. Errors still resume the task.
@@ -116,6 +122,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         watch_output: str = "",
         watch_job_name: str = "",
         end_task: bool = False,
+        phase: str = "",
+        state_dir: str = "",
+        watch_phase: str = "",
+        iterations: list[int] | None = None,
         **_: Any,
     ) -> None:
         super().__init__(
@@ -135,6 +145,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self.watch_output = watch_output
         self.watch_job_name = watch_job_name
         self.end_task = end_task
+        self.phase = phase
+        self.state_dir = state_dir
+        self.watch_phase = watch_phase
+        self.iterations = list(iterations or [])
         self.grace = grace if grace is not None else 3 * settle_seconds + 3 * poll_interval
         self._ended: str | None = None  # why the iteration cannot come any more (an outcome marker)
         self._ended_at = 0.0
@@ -143,6 +157,12 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
         ti = self.task_instance
+        if ti is not None and self.state_dir:
+            reason = self._bind(ti)
+            if reason is not None:
+                self.log.info("%s", reason)
+                yield TaskSkippedEvent()
+                return
         hurry = None
         if ti and self.watch_task_id:
             self._stop = ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
@@ -153,6 +173,22 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         finally:
             if hurry is not None:
                 hurry.cancel()
+
+    def _bind(self, ti: Any) -> str | None:
+        """Started by the scheduler (no ``execute``): what the task would have decided; -> skip reason."""
+        params = ti.get_template_context()["params"] if hasattr(ti, "get_template_context") else {}
+        reason = skip_reason(params, self.phase)
+        if self.iterations:
+            self.iteration = int(self.iterations[ti.map_index])
+            condition = checkpoint_condition(self.iteration, self.settle_seconds)
+            self.condition_kwargs = condition["condition_kwargs"]
+        # No task process renders this instance's name (map_index_template): the log says it.
+        self.log.info("started by the scheduler: waits for iteration %s of %s", self.iteration, self.path)
+        run = str(ti.run_id)
+        self.failed_path = outcome_path(self.state_dir, run, self.watch_phase, FAILED)
+        self.finished_path = outcome_path(self.state_dir, run, self.watch_phase, FINISHED)
+        self.stopped_path = outcome_path(self.state_dir, run, self.watch_phase, STOPPED)
+        return reason
 
     def _task_end(self, event: TriggerEvent) -> TriggerEvent:
         payload = event.payload

@@ -13,6 +13,7 @@ from airflow.triggers.base import TaskSkippedEvent, TaskSuccessEvent, TriggerEve
 from slurm_operator.events import SlurmEvent
 
 from autoexp.campaign.dags import ti_states
+from autoexp.campaign.dags.operators import CheckpointWait
 from autoexp.campaign.dags.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
 from tests.fixtures import checkpoint_layouts as layouts
 
@@ -363,3 +364,63 @@ async def test_a_state_that_does_not_come_in_time_cancels_within_the_limit(
 
 async def test_outside_a_triggerer_the_state_is_unknown() -> None:
     assert await ti_states.task_state("d", "r1", "t") is None
+
+
+class StartedTI(FakeTI):
+    """What the triggerer attaches to a trigger that starts its task (``start_from_trigger``)."""
+
+    def __init__(self, map_index: int, params: dict[str, Any]) -> None:
+        self.map_index, self.params = map_index, params
+
+    def get_template_context(self) -> dict[str, Any]:
+        return {"params": self.params}
+
+
+def started_wait(conn_id: str, base: Path, ti: StartedTI) -> PhaseCheckpointTrigger:
+    """The trigger the scheduler creates from a mapped CheckpointWait's start arguments."""
+    op = CheckpointWait(
+        task_id="wait",
+        phase="pretrain",
+        ssh_conn_id=conn_id,
+        checkpoint_dir=str(base / "checkpoints"),
+        iteration="{{ mapped }}",  # a mapped argument: the trigger picks from ``iterations``
+        iterations=[20, 40],
+        state_dir=str(base / "state"),
+        watch_phase="pretrain",
+        timeout_secs=60,
+        settle_seconds=0.3,
+        poll_interval=0.2,
+    )
+    assert op.start_from_trigger
+    args = op.start_trigger_args
+    assert args is not None
+    assert args.trigger_kwargs is not None
+    trigger = import_string(args.trigger_cls)(**args.trigger_kwargs)
+    trigger.min_defer_seconds = 0.5
+    trigger.task_instance = ti
+    return trigger  # type: ignore[no-any-return]
+
+
+async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    comms({"pretrain.train": "running"})
+    drives = {"phases": ["pretrain"], "dry_run": False}
+    # A phase the run does not drive, or a dry run: skipped at once, nothing read on the cluster.
+    for params in ({"phases": ["cooldown_8K"], "dry_run": False}, {**drives, "dry_run": True}):
+        event = await first_raw_event(started_wait("no-such-connection", tmp_path, StartedTI(0, params)), 5)
+        assert isinstance(event, TaskSkippedEvent)
+    # Its iteration by map index, then success straight from the triggerer.
+    save_legacy_checkpoint(tmp_path / "checkpoints", 40)
+    second = started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(1, drives))
+    event = await first_raw_event(second)
+    assert isinstance(event, TaskSuccessEvent)
+    assert second.iteration == 40
+    # The outcome markers of its own run: the training of run r1 failed, iteration 60 never comes.
+    failed = tmp_path / "state" / "r1" / "pretrain.failed"
+    failed.parent.mkdir(parents=True)
+    failed.write_text("AirflowException: gave up\n")
+    wait = started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(0, drives))
+    wait.iterations = [60]
+    ended = SlurmEvent.from_payload((await first_raw_event(wait)).payload)
+    assert (ended.status, ended.data) == ("error", {"training_ended": True})
