@@ -183,7 +183,9 @@ class SlurmOperator(BaseOperator):
         """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
         if self._ledger is not None and self._ledger.attempts:
             current = self._ledger.current
-            self._cancel(current.job_id, current.log_path, "on_kill", cancels.ON_KILL_REASON)
+            # A connection of its own: on_kill runs in another thread than the one using the task's.
+            own = SlurmHook(self.ssh_conn_id)
+            self._cancel(current.job_id, current.log_path, "on_kill", cancels.ON_KILL_REASON, own)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """Cancel the job when the deferral timed out (``execution_timeout``), then fail as Airflow does.
@@ -234,7 +236,14 @@ class SlurmOperator(BaseOperator):
         return {"end_task_on_success": True, **checks} if any(v is not None for v in checks.values()) else {}
 
     def _hook(self) -> SlurmHook:
-        return SlurmHook(self.ssh_conn_id)
+        """This task process's one connection to the cluster: every hook opens its own SSH connection,
+        and a training's checks, submission and wait took four (key exchange each, on both ends)."""
+        hook = self.__dict__.get("_slurm_hook")
+        if hook is None:
+            hook = SlurmHook(self.ssh_conn_id)
+            # Past BaseOperator.__setattr__: not an operator argument, never serialized or templated.
+            object.__setattr__(self, "_slurm_hook", hook)
+        return hook
 
     def _validate(self) -> None:
         check_arguments(self)
@@ -251,11 +260,13 @@ class SlurmOperator(BaseOperator):
     def _probe_progress(self, hook: SlurmHook) -> str | None:
         return probe_progress(hook, self.progress_command) if self.progress_command else None
 
-    def _cancel(self, job_id: str, log_path: str | None, why: str, reason: str) -> None:
+    def _cancel(
+        self, job_id: str, log_path: str | None, why: str, reason: str, hook: SlurmHook | None = None
+    ) -> None:
         """scancel a job of ours, with the marker that tells a later try it was us (``cancels``)."""
         self.log.info("%s: scancel %s", why, job_id)
         try:
-            cancels.cancel_ours(self._hook(), job_id, log_path, reason)
+            cancels.cancel_ours(hook or self._hook(), job_id, log_path, reason)
         except SlurmError as exc:
             self.log.error("could not cancel Slurm job %s: %s", job_id, exc)
 

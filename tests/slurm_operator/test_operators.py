@@ -365,3 +365,12 @@ def test_the_trigger_ends_the_task_only_with_checks_it_can_run_itself(op: SlurmO
             op.completion_regex,
             op.completion_command,
         )
+
+
+def test_a_task_process_opens_one_connection_to_the_cluster() -> None:
+    """Its checks, submission and wait share one hook: each hook is an SSH connection (key exchange)."""
+    op = _op()
+    first = op._hook()
+    assert op._hook() is first
+    assert "_slurm_hook" not in op.template_fields
+    assert _op()._hook() is not first  # another task, another connection
