@@ -74,6 +74,8 @@ def test_reduced_demo_runs_to_success_and_reattaches_after_clear(
     assert len(waits) == 4, tis  # the branch point and the 3 checkpoints of the phases run
     assert all((t["state"], t["pid"], t["hostname"]) == ("success", None, "") for t in waits), waits
     assert all(t["pid"] for t in tis if t["task_id"].endswith("convert_eval") and t["state"] == "success")
+    wait_log = stack.task_log(DAG_ID, run_id, "pretrain.checkpoints.wait")
+    assert "started by the scheduler: waits for iteration" in wait_log, wait_log[-3000:]
     # The cleared task's next try found the job it had recorded; the trigger's on_kill left it running.
     retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
     assert "re-attaching to recorded Slurm job" in retry_log
