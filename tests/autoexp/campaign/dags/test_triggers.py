@@ -144,8 +144,10 @@ class FakeComms:
         self.states, self.delay, self.asked = states, delay, 0
 
     async def asend(self, msg: Any) -> Any:
-        from airflow.sdk.execution_time.comms import TaskStatesResult
+        from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 
+        if not isinstance(msg, GetTaskStates):
+            return None  # the connection lookup's MaskSecret messages: nothing to answer
         self.asked += 1
         assert msg.run_ids == ["r1"]
         await asyncio.sleep(3600 if self.delay is None else self.delay)
@@ -230,11 +232,13 @@ async def test_a_cleared_or_retrying_training_keeps_the_wait(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
     (tmp_path / "checkpoints").mkdir()
-    comms({"pretrain.train": "up_for_retry"})
+    fake = comms({"pretrain.train": "up_for_retry"})
     wait = make_trigger(slurm_cluster.conn_id, tmp_path)
     wait.task_instance = FakeTI()  # type: ignore[assignment]
     with pytest.raises(TimeoutError):
         await first_raw_event(wait, limit_s=3)
+    # ~15 polls of 0.2 s, one question: the state is asked at most every STATE_RECHECK_SECS (30 s).
+    assert fake.asked == 1
 
 
 async def test_the_stop_marker_skips_the_wait_without_the_task_state(
