@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 # restarting and runs again; up_for_retry runs again too.
 STOPPED = frozenset({"failed", "success", "skipped", "removed", "upstream_failed"})
 STATE_TIMEOUT = 5.0
+MAX_STATE_REQUESTS_PER_S = 2.0
+"""What shared_task_state lets one triggerer loop ask its parent, all DAGs together."""
+_WATCHED_S = 120.0  # a DAG whose waits asked within this long counts as watched
 
 _warm: dict[int, asyncio.Task[Any]] = {}
 _by_dag: dict[tuple[int, str], _DagAsks] = {}  # (loop, dag) -> what shared_task_state asks and got
@@ -105,6 +108,7 @@ class _DagAsks:
     asked: dict[tuple[str, str], float] = field(default_factory=dict)  # pair -> when last asked for
     covered: frozenset[tuple[str, str]] = frozenset()  # the pairs the last sent request asked
     at: float = 0.0  # when it was sent
+    last: float = 0.0  # when a caller last asked
     answer: asyncio.Task[dict[str, dict[str, str]] | None] | None = None  # the last request
     open: asyncio.Task[dict[str, dict[str, str]] | None] | None = None  # one not sent yet: callers join it
 
@@ -117,7 +121,10 @@ async def shared_task_state(
     Every checkpoint wait of a run watches its training, and a triggerer holds the waits of many runs
     and DAGs: one request per (run, training) and poll was 200 requests a second at the seed's scale,
     more than the triggerer's parent answers (it serves them one at a time on its main thread). One
-    request now asks every run and training of the DAG that a wait of this loop watches.
+    request now asks every run and training of the DAG that a wait of this loop watches, and the
+    answers may grow staler than ``max_age`` so that the loop sends at most MAX_STATE_REQUESTS_PER_S:
+    with the seed's 90 DAGs one request per DAG and half poll (36 a second) still kept the parent at
+    28 % of a core with thousands of late answers (docs/performance.md).
     """
     loop = asyncio.get_running_loop()
     now = time.monotonic()
@@ -125,7 +132,16 @@ async def shared_task_state(
     if asks is None or (asks.answer is not None and asks.answer.get_loop() is not loop):
         asks = _by_dag[(id(loop), dag_id)] = _DagAsks()
     pair = (run_id, task_id)
-    asks.asked[pair] = now
+    asks.asked[pair] = asks.last = now
+    others = sum(
+        1
+        for a in _by_dag.values()
+        if a is not asks
+        and a.answer is not None
+        and a.answer.get_loop() is loop
+        and now - a.last < _WATCHED_S
+    )
+    max_age = max(max_age, others / MAX_STATE_REQUESTS_PER_S)
     task = asks.open
     if task is None:
         fresh = asks.answer is not None and now - asks.at <= max_age and pair in asks.covered
@@ -137,6 +153,11 @@ async def shared_task_state(
     if by_run is None:
         return None
     return by_run.get(run_id, {}).get(task_id, "none")
+
+
+def _watched_in(asks: _DagAsks, loop: asyncio.AbstractEventLoop, now: float) -> bool:
+    """Whether waits of this loop asked about this DAG lately (then it counts against the rate)."""
+    return asks.answer is not None and asks.answer.get_loop() is loop and now - asks.last < _WATCHED_S
 
 
 async def _request_round(

@@ -27,9 +27,6 @@ from autoexp.campaign.planning.checkpoint_layout import (
 from autoexp.campaign.planning.phase_gate import skip_reason
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 
-STATE_RECHECK_SECS = 30.0
-"""How stale a wait's answer to "is my training stopped?" may be (the task-state fallback, see _stopped)."""
-
 
 class CheckpointCondition(PathCondition):
     """Megatron's checkpoint folder (the path) holds ``iteration``, complete and settled.
@@ -248,9 +245,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if not self.watch_task_id or ti is None:
             return None
         # The fallback for a stop this triggerer was not told of (the training's trigger here announces
-        # its stops at once, and its on_kill leaves the stop marker read above): asked at most every
-        # STATE_RECHECK_SECS, the triggerer's parent answering every DAG's waits on one thread.
-        max_age = max(self.poll_interval / 2, STATE_RECHECK_SECS)
+        # its stops at once, and its on_kill leaves the stop marker read above). One answer per DAG
+        # per half poll serves every wait of this loop (ti_states.shared_task_state). A 30 s floor
+        # here was tried: one e2e run then ended its waits only by this fallback, after 31 s.
+        max_age = self.poll_interval / 2
         state = await ti_states.shared_task_state(ti.dag_id, ti.run_id, self.watch_task_id, max_age)
         if state not in ti_states.STOPPED:
             return None

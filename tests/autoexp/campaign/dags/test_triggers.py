@@ -228,6 +228,34 @@ async def test_the_waits_of_every_run_of_a_dag_share_one_request(monkeypatch: py
     assert fake.requests[-1] == ("many", ["r1", "r2", "r3", "r4"], ["cooldown.train", "pretrain.train"])
 
 
+async def test_a_loop_asks_at_most_its_rate_however_many_dags_it_watches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """20 DAGs whose waits ask every 0.1 s: the answers grow staler instead (19 others / 2 per s)."""
+    from airflow.sdk.execution_time import task_runner
+
+    fake = ManyRunsComms({})
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", fake, raising=False)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while loop.time() - start < 3:
+        await asyncio.gather(
+            *(ti_states.shared_task_state(f"d{i}", "r1", "t", max_age=0.1) for i in range(20))
+        )
+        await asyncio.sleep(0.1)
+    took = loop.time() - start
+    # One first request per DAG; after that, at most MAX_STATE_REQUESTS_PER_S (plus one in flight).
+    assert len(fake.requests) <= 20 + ti_states.MAX_STATE_REQUESTS_PER_S * took + 1, len(fake.requests)
+    # One DAG alone is asked as often as its waits want (a stop is seen within a poll).
+    single = ManyRunsComms({})
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", single, raising=False)
+    ti_states._by_dag.clear()
+    for _ in range(5):
+        await ti_states.shared_task_state("alone", "r1", "t", max_age=0.1)
+        await asyncio.sleep(0.25)
+    assert len(single.requests) == 5
+
+
 async def test_a_cleared_or_retrying_training_keeps_the_wait(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
@@ -237,8 +265,8 @@ async def test_a_cleared_or_retrying_training_keeps_the_wait(
     wait.task_instance = FakeTI()  # type: ignore[assignment]
     with pytest.raises(TimeoutError):
         await first_raw_event(wait, limit_s=3)
-    # ~15 polls of 0.2 s, one question: the state is asked at most every STATE_RECHECK_SECS (30 s).
-    assert fake.asked == 1
+    # ~15 polls of 0.2 s: at most one question per half poll, whatever the number of waits.
+    assert 1 <= fake.asked <= 3 / 0.1 + 1
 
 
 async def test_the_stop_marker_skips_the_wait_without_the_task_state(
