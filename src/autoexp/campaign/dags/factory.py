@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -279,23 +279,28 @@ def build_dags(
     own = {plan.dag_id: plan.name for plan in plans}
     taken = clashes(own, earlier)
     digest, env = config_hash(path), env_values(path)
-    # A task process parses the file only for its own DAG (Airflow sets the parsing context): building
-    # all 90 of the seed cost each task ~2 s of CPU, over a minute with 8 task processes on 2 busy cores
-    # (bench/bench_seed_campaign.py). The DAG processor has no context and builds them all.
-    running = get_parsing_context().dag_id
-    # A DAG processor parse that only runs callbacks needs the DAGs those name, often none (a wait
-    # the triggerer ended sends a success callback that is never run; see airflow_internals).
-    needed = callback_dag_ids()
+    wanted = _wanted_by_this_parse()
     dags = [
         materialize(plan_dag(plan, settings), settings, path, digest, env)
         for plan in plans
-        if plan.dag_id not in taken
-        and running in (None, plan.dag_id)
-        and (needed is None or plan.dag_id in needed)
+        if plan.dag_id not in taken and wanted(plan.dag_id)
     ]
     if taken:
         raise DuplicateDagIds(clash_message(path, own, taken), dags)
     return dags
+
+
+def _wanted_by_this_parse() -> Callable[[str], bool]:
+    """Whether this parse of the DAG file needs the DAG of an id.
+
+    A task process parses the file only for its own DAG (Airflow sets the parsing context): building
+    all 90 of the seed cost each task ~2 s of CPU, over a minute with 8 task processes on 2 busy cores
+    (bench/bench_seed_campaign.py). The DAG processor has no context and builds them all, except in a
+    parse that only runs callbacks: that one needs the DAGs those name, often none (a wait the
+    triggerer ended sends a success callback that is never run; see airflow_internals).
+    """
+    running, needed = get_parsing_context().dag_id, callback_dag_ids()
+    return lambda dag_id: running in (None, dag_id) and (needed is None or dag_id in needed)
 
 
 class DuplicateDagIds(Exception):
@@ -360,11 +365,7 @@ def _campaign_dags(path: Path) -> list[DAG]:
     Airflow's server-side DAG models (TriggerDagRunOperator) and the report's numerics. Measured on
     the seed's config: a task process's parse of the DAG file fell from 1.47 to 0.33 s of CPU.
     """
-    running, needed = get_parsing_context().dag_id, callback_dag_ids()
-
-    def wanted(dag_id: str) -> bool:
-        return running in (None, dag_id) and (needed is None or dag_id in needed)
-
+    wanted = _wanted_by_this_parse()
     dags: list[DAG] = []
     if wanted(campaign_dag_id(path)):
         from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag
