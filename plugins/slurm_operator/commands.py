@@ -168,31 +168,90 @@ def find_active(name: str) -> str:
     return shlex.join(["squeue", "--me", "-h", "-r", "-o", SQUEUE_FORMAT, f"--name={name}"])
 
 
-# Holds the lock across "is one running?" and sbatch: squeue lists a job as soon as sbatch returns,
-# so a second submitter waiting on the lock sees the first one's job and adopts it.
-_SUBMIT_ONCE_SCRIPT = """mkdir -p -- "$(dirname -- "$1")" || exit 1
-exec 9>>"$1" || exit 1
-flock -w "$2" 9 || { echo "lock $1 not acquired within $2 s" >&2; exit 1; }
-out=$(squeue --me -h -r -o '%i %T' --name="$4") || exit 1
-found=$(printf '%s\\n' "$out" | awk -v active=",$3," 'index(active, "," $2 ",") { print $1 }')
-if [ -n "$found" ]; then echo "$ADOPT_MARK" $found; exit 0; fi
-shift 4
-exec "$@"
+# One remote command per attempt: under the lock (with ``lock_path``), adopt an active job of the
+# name; else create the log's folder, claim the next free script copy name with an exclusive create
+# (noclobber: O_CREAT|O_EXCL, so no copy is ever overwritten, even when the attempt history that
+# numbers them is lost), fill it from the source file or stdin, say its number, exec sbatch on it.
+# The lock is held across "is one running?" and sbatch: squeue lists a job as soon as sbatch
+# returns, so a second submitter waiting on the lock sees the first one's job and adopts it.
+_SUBMIT_ATTEMPT_SCRIPT = """lock=$1 wait=$2 active=$3 name=$4 base=$5 first=$6 last=$7 logdir=$8 src=$9
+shift 9
+if [ -n "$lock" ]; then
+  mkdir -p -- "$(dirname -- "$lock")" || exit 1
+  exec 9>>"$lock" || exit 1
+  flock -w "$wait" 9 || { echo "lock $lock not acquired within $wait s" >&2; exit 1; }
+  out=$(squeue --me -h -r -o '%i %T' --name="$name") || exit 1
+  found=$(printf '%s\\n' "$out" | awk -v active=",$active," 'index(active, "," $2 ",") { print $1 }')
+  if [ -n "$found" ]; then echo "$ADOPT_MARK" $found; exit 0; fi
+fi
+[ -z "$logdir" ] || mkdir -p -- "$logdir" || exit 1
+mkdir -p -- "$(dirname -- "$base")" || exit 1
+n=$first
+while [ "$n" -lt "$last" ]; do
+  f=$(printf '%s.attempt%03d.sbatch' "$base" "$n")
+  if (set -C; : > "$f") 2>/dev/null; then
+    if [ -n "$src" ]; then cat -- "$src" > "$f"; else cat > "$f"; fi || { rm -f -- "$f"; exit 1; }
+    echo "$COPY_MARK $n"
+    exec "$@" "$f"
+  fi
+  [ -e "$f" ] || { echo "cannot create $f" >&2; exit 1; }
+  n=$((n + 1))
+done
+echo "no free script copy name from $first to $last for $base" >&2; exit 1
 """
 ADOPT_MARK = "#slurm-operator-adopt"
+COPY_MARK = "#slurm-operator-copy"
 # A COMPLETING job is ending (most often cancelled by the task instance that ran it): not adopted.
 _ADOPTABLE_LIST = ",".join(sorted(s.value for s in ADOPTABLE_STATES))
 
 
-def submit_once(lock_path: str, name: str, sbatch_command: str, wait_secs: int = 120) -> str:
-    """Under ``flock`` on ``lock_path``: print ``ADOPT_MARK`` and the ids of the caller's active jobs
-    named ``name`` if any, else run ``sbatch_command`` (from ``sbatch``): one remote command, so
-    two submitters sharing a name never both submit."""
-    if not _JOB_NAME.match(name):
-        raise ValueError(f"not a usable Slurm job name: {name!r}")
-    words = shlex.split(sbatch_command)
-    script = _SUBMIT_ONCE_SCRIPT.replace("$ADOPT_MARK", ADOPT_MARK)
-    return sh(script, _path(lock_path), str(wait_secs), _ADOPTABLE_LIST, name, *words)
+@dataclass(frozen=True)
+class AttemptSubmit:
+    """What one ``submit_attempt`` command does (see there)."""
+
+    base: str
+    first: int
+    sbatch_args: Sequence[str] = ()
+    environment: Mapping[str, str] | None = None
+    source: str | None = None
+    log_dir: str | None = None
+    lock_path: str | None = None
+    name: str | None = None
+    wait_secs: int = 120
+    tries: int = 1000
+
+
+def submit_attempt(spec: AttemptSubmit) -> str:
+    """ONE remote command that submits an attempt from a script copy of its own.
+
+    The copy is the first free ``<base>.attemptNNN.sbatch`` with NNN >= ``first`` (``base`` from
+    ``naming.attempt_script_base``; the format must match ``naming.attempt_script_path``), filled
+    from the cluster file ``source`` or, without one, from stdin; its number is printed after
+    ``COPY_MARK``, then sbatch's own output. ``log_dir`` is created first: Slurm does not create the
+    ``--output`` folder, and a job without one ends FAILED at once with no log at all. With
+    ``lock_path`` everything runs under ``flock`` on that file, and an active job of ours called
+    ``name`` is adopted instead (``ADOPT_MARK`` and its ids; no copy claimed): two submitters
+    sharing a name never both submit. ``parsers.submitted_attempt`` reads the output.
+    """
+    if spec.first < 1:
+        raise ValueError(f"attempt numbers start at 1, got {spec.first}")
+    if spec.lock_path is not None and not _JOB_NAME.match(spec.name or ""):
+        raise ValueError(f"not a usable Slurm job name: {spec.name!r}")
+    words = shlex.split(sbatch(sbatch_args=spec.sbatch_args, environment=spec.environment))
+    script = _SUBMIT_ATTEMPT_SCRIPT.replace("$ADOPT_MARK", ADOPT_MARK).replace("$COPY_MARK", COPY_MARK)
+    return sh(
+        script,
+        "" if spec.lock_path is None else _path(spec.lock_path),
+        str(spec.wait_secs),
+        _ADOPTABLE_LIST,
+        spec.name or "",
+        _path(spec.base),
+        str(spec.first),
+        str(spec.first + spec.tries),
+        "" if not spec.log_dir else _path(spec.log_dir),
+        "" if spec.source is None else _path(spec.source),
+        *words,
+    )
 
 
 def scancel(job: str, signal: str | None = None) -> str:
@@ -231,31 +290,6 @@ def cancel(job: str, signal: str | None = None, *, marker: str | None = None, re
 def user_name(uid: int) -> str:
     """``getent passwd UID``: the account name of the uid sacct names in ``CANCELLED by <uid>``."""
     return shlex.join(["getent", "passwd", str(int(uid))])
-
-
-# Names are claimed with an exclusive create (noclobber: O_CREAT|O_EXCL), the name taken by
-# whoever creates it first: a copy is never overwritten, even when the attempt history that
-# numbers them is lost. `: >` claims the name; only then does `cat` write our stdin into it.
-_CLAIM_SCRIPT = """mkdir -p -- "$(dirname -- "$1")" || exit 1
-n=$2
-while [ "$n" -lt "$3" ]; do
-  f=$(printf '%s.attempt%03d.sbatch' "$1" "$n")
-  if (set -C; : > "$f") 2>/dev/null; then cat > "$f" || exit 1; echo "$n"; exit 0; fi
-  [ -e "$f" ] || { echo "cannot create $f" >&2; exit 1; }
-  n=$((n + 1))
-done
-echo "no free script copy name from $2 to $3 for $1" >&2; exit 1"""
-
-
-def claim_script_copy(base: str, first: int, tries: int = 1000) -> str:
-    """Write stdin to the first free ``<base>.attemptNNN.sbatch`` with NNN >= ``first``; print NNN.
-
-    ``base`` comes from ``naming.attempt_script_base``: the format above must match
-    ``naming.attempt_script_path``.
-    """
-    if first < 1:
-        raise ValueError(f"attempt numbers start at 1, got {first}")
-    return sh(_CLAIM_SCRIPT, _path(base), str(first), str(first + tries))
 
 
 def mkdir_p(path: str) -> str:

@@ -232,23 +232,21 @@ class SlurmHook:
         log.info("[slurm %s] submitted on %s: %s", job, self.target, command)
         return job
 
-    def submit_once(self, lock_path: str, name: str, **args: Unpack[commands.SubmitArgs]) -> tuple[str, bool]:
-        """Like ``submit``, unless an active job of ours is called ``name``: then ``(its id, True)``.
-
-        The check and the sbatch run under ``flock`` on ``lock_path`` in one remote command
-        (``commands.submit_once``), so submitters sharing a name never both submit. Scripts go
-        by ``script_path`` (a stdin script would be read by the lock's shell).
+    def submit_attempt(self, spec: commands.AttemptSubmit, script: str | None = None) -> parsers.Submitted:
+        """Submit one attempt from a script copy of its own, in ONE remote command
+        (``commands.submit_attempt``): the copy is filled from ``script`` (sent on stdin) or from the
+        cluster file ``spec.source``; with ``spec.lock_path`` an active job called ``spec.name`` is
+        adopted instead. Never re-sent once it reached the server (``run``'s ``idempotent=False``):
+        the caller re-attaches by job name.
         """
-        plan, sbatch = commands.prepare_submit(**args)
-        if plan.stdin is not None:
-            raise ValueError("submit_once needs script_path= or upload_to=")
-        if plan.upload is not None:
-            self.write_text(plan.upload, str(args.get("script")))
-        command = commands.submit_once(lock_path, name, sbatch)
-        result = self.run(command, idempotent=False)
-        job, adopted = parsers.submitted_once(command, result.exit_status, result.stdout, result.stderr)
-        log.info("[slurm %s] %s on %s: %s", job, "adopted" if adopted else "submitted", self.target, command)
-        return job, adopted
+        if (script is None) == (spec.source is None):
+            raise ValueError("give exactly one of script= and spec.source")
+        command = commands.submit_attempt(spec)
+        result = self.run(command, stdin=script, idempotent=False)
+        done = parsers.submitted_attempt(command, result.exit_status, result.stdout, result.stderr)
+        log.info("[slurm %s] %s on %s: %s", done.job_id, "adopted" if done.adopted else "submitted",
+                 self.target, command)  # fmt: skip
+        return done
 
     def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
         """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks);
@@ -284,17 +282,6 @@ class SlurmHook:
         command = commands.cancel(job_id, signal, marker=marker, reason=reason)
         self._check(command, self.run(command), f"scancel {job_id}")
         log.info("[slurm %s] %s", job_id, "cancelled" if signal is None else f"sent {signal}")
-
-    def claim_script_copy(self, base: str, first: int, text: str) -> int:
-        """Write ``text`` to the first free ``<base>.attemptNNN.sbatch`` (NNN >= ``first``); return NNN.
-
-        One command: the name is claimed with an exclusive create, so no copy is ever overwritten.
-        Re-sent after a broken connection like any idempotent command: at worst a number is skipped
-        (a copy no job was submitted from), never one taken twice.
-        """
-        command = commands.claim_script_copy(base, first)
-        result = self._check(command, self.run(command, stdin=text), f"script copy {base}.attempt*")
-        return parsers.parse_number(result.stdout, command)
 
     # -- files (SFTP) ----------------------------------------------------------------------------
 

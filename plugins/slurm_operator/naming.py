@@ -47,7 +47,7 @@ def attempt_output_path(remote_dir: str, name: str) -> str:
 
 
 def attempt_script_base(remote_dir: str, name: str) -> str:
-    """The script copies' common prefix: ``<base>.attemptNNN.sbatch`` (``commands.claim_script_copy``)."""
+    """The script copies' common prefix: ``<base>.attemptNNN.sbatch`` (``commands.submit_attempt``)."""
     return f"{remote_dir.rstrip('/')}/scripts/{name}"
 
 

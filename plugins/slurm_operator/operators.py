@@ -149,7 +149,13 @@ class SlurmOperator(BaseOperator):
         stored = state_get(context)
         probe = self._probe_progress
         start = recovery.start_try(
-            hook, stored, name, output_pattern=pattern, try_number=try_number, probe=probe
+            hook,
+            stored,
+            name,
+            output_pattern=pattern,
+            try_number=try_number,
+            probe=probe,
+            adopts_on_submit=self.submit_lock is not None,
         )
         ledger = self._ledger = start.ledger
         if start.action == recovery.JUDGE:

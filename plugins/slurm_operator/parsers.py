@@ -6,8 +6,9 @@ import codecs
 import logging
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from slurm_operator.commands import ADOPT_MARK, SECTION_MARK
+from slurm_operator.commands import ADOPT_MARK, COPY_MARK, SECTION_MARK
 from slurm_operator.exceptions import (
     SlurmCommandError,
     SlurmParseError,
@@ -62,24 +63,41 @@ def parse_sbatch(stdout: str) -> str:
     return m.group(1)
 
 
-def submitted_once(command: str, exit_status: int, stdout: str, stderr: str) -> tuple[str, bool]:
-    """``(job id, adopted)`` of a ``commands.submit_once``: the newest active job of the name it
-    found (adopted), or the job its sbatch submitted."""
-    first = stdout.strip().split("\n", 1)[0].split()
+@dataclass(frozen=True)
+class Submitted:
+    """What ``commands.submit_attempt`` did: ``job_id`` submitted from script copy ``number``, or
+    an active job of the name ``adopted`` (``number`` None: no copy claimed)."""
+
+    number: int | None
+    job_id: str
+    adopted: bool = False
+
+
+def submitted_attempt(command: str, exit_status: int, stdout: str, stderr: str) -> Submitted:
+    """Read ``commands.submit_attempt``'s output: the adopted job (the newest of those listed), or
+    the claimed copy's number and sbatch's job id. A refused sbatch raises its submit error, which
+    names the copy; a failure before it (lock, folder, copy) a command error with its reason."""
+    lines = stdout.strip().split("\n")
+    first = lines[0].split()
     if exit_status == 0 and first[:1] == [ADOPT_MARK]:
         ids = first[1:]
         if not ids or not all(_PARSABLE.match(i) for i in ids):
             raise SlurmParseError("expected job ids after the adopt mark", stdout)
-        return max(ids, key=lambda i: int(re.sub(r"\D.*", "", i) or 0)), True
-    return submitted_job(command, exit_status, stdout, stderr), False
-
-
-def parse_number(stdout: str, command: str) -> int:
-    """The one decimal number a command prints (the script copy number it claimed)."""
-    text = stdout.strip()
-    if not text.isdigit():
-        raise SlurmParseError(f"expected a number from {command!r}", stdout)
-    return int(text)
+        return Submitted(None, max(ids, key=lambda i: int(re.sub(r"\D.*", "", i) or 0)), adopted=True)
+    if first[:1] != [COPY_MARK] or len(first) != 2 or not first[1].isdigit():
+        if exit_status != 0:
+            reason = stderr.strip() or stdout.strip() or f"exit status {exit_status}"
+            raise SlurmCommandError(
+                f"no script copy submitted: {reason}", command=command, exit_status=exit_status, stderr=stderr
+            )
+        raise SlurmParseError("expected the claimed script copy's number", stdout)
+    number, rest = int(first[1]), "\n".join(lines[1:])
+    if exit_status != 0:
+        err = submit_error(command, exit_status, rest, stderr)
+        raise type(err)(
+            f"{err} (script copy {number})", command=command, exit_status=exit_status, stderr=stderr
+        )
+    return Submitted(number, parse_sbatch(rest))
 
 
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)\s*$")

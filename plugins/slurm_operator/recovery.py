@@ -42,6 +42,7 @@ def start_try(
     output_pattern: str,
     try_number: int | None,
     probe: Callable[[SlurmHook], str | None],
+    adopts_on_submit: bool = False,
 ) -> TryStart:
     """Decide from the stored history (None when the store lost or never had it) and the cluster.
 
@@ -50,9 +51,12 @@ def start_try(
     - it is unjudged and ended (or was recorded hung): JUDGE it now;
     - otherwise the new try starts its budget (``window``) and its progress baseline, and
       re-attaches to an active job of the task's name if there is one (not one already COMPLETING:
-      a name may be shared by the task instances of several runs), else SUBMITs.
+      a name may be shared by the task instances of several runs), else SUBMITs. With
+      ``adopts_on_submit`` (a locked submit, which adopts such a job itself) it SUBMITs without
+      asking, unless the recorded job was not listed at all: that one may still be active.
     """
     history = Ledger.from_stored(stored, name)
+    unlisted = False
     if history is not None:
         last = history.current
         if last.verdict is None and last.hung is not None:
@@ -67,6 +71,7 @@ def start_try(
                 log.info("recorded Slurm job %s already ended %s", last.job_id, record.state.value)
                 history.update_current(last.ended(record))
                 return TryStart(JUDGE, history)
+            unlisted = True
         # A recorded terminal state without a verdict comes from before verdicts were recorded:
         # that try judged it (its only way to record a terminal state), like one with a verdict.
     ledger = history if history is not None else Ledger(name)
@@ -76,6 +81,8 @@ def start_try(
         ledger.window = len(ledger.attempts)
         ledger.baseline = probe(hook)
     ledger.log_offset = 0
+    if adopts_on_submit and not unlisted:
+        return TryStart(SUBMIT, ledger)
     active = [r for r in hook.find_active_jobs(name) if r.state in ADOPTABLE_STATES]
     if not active:
         return TryStart(SUBMIT, ledger)

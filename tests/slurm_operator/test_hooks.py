@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_operator import commands, parsers
 from slurm_operator.async_hook import AsyncSlurmHook
 from slurm_operator.exceptions import (
     RemotePathNotFoundError,
@@ -154,23 +156,34 @@ def test_find_active_jobs(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
         hook.cancel(job)
 
 
-def test_submit_once_adopts_the_active_job_of_the_name(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:
-    """The real flock, squeue and sbatch: a second submitter of the name gets the first one's job."""
+def test_one_command_submits_from_a_copy_and_a_second_submitter_adopts(
+    hook: SlurmHook, slurm_cluster: LocalCluster
+) -> None:
+    """The real flock, squeue and sbatch: a second submitter of the name gets the first one's job,
+    claiming no copy; each submission is ONE remote command."""
     name = f"autoexp-once-{time.time_ns()}"
     base = f"{slurm_cluster.jobs_dir}/{name}"
-    lock, script = f"{base}/locks/submit.lock", f"{base}/job.sh"
-    args = ["-J", name, "--output=/dev/null"]
-    first, adopted = hook.submit_once(
-        lock, name, script="#!/bin/bash\nsleep 60\n", upload_to=script, sbatch_args=args
+    spec = commands.AttemptSubmit(
+        f"{base}/scripts/{name}",
+        1,
+        sbatch_args=["-J", name, f"--output={base}/logs/%j.out"],
+        log_dir=f"{base}/logs",
+        lock_path=f"{base}/locks/submit.lock",
+        name=name,
     )
+    before = hook.commands_run
+    first = hook.submit_attempt(spec, "#!/bin/bash\nsleep 60\n")
     try:
-        assert not adopted
-        assert hook.submit_once(lock, name, script_path=script, sbatch_args=args) == (first, True)
-        with pytest.raises(ValueError, match="submit_once needs script_path= or upload_to="):
-            hook.submit_once(lock, name, script="#!/bin/bash\n")
+        assert (first.number, first.adopted, hook.commands_run - before) == (1, False, 1)
+        again = hook.submit_attempt(spec, "#!/bin/bash\n")
+        assert again == parsers.Submitted(None, first.job_id, adopted=True)
+        with pytest.raises(ValueError, match=r"give exactly one of script= and spec\.source"):
+            hook.submit_attempt(spec)
     finally:
-        hook.cancel(first)
-    assert [r.job_id for r in hook.find_active_jobs(name)] in ([], [first])  # ending, never a second
+        hook.cancel(first.job_id)
+    assert Path(f"{base}/scripts/{name}.attempt001.sbatch").read_text() == "#!/bin/bash\nsleep 60\n"
+    assert sorted(os.listdir(f"{base}/scripts")) == [f"{name}.attempt001.sbatch"]
+    assert [r.job_id for r in hook.find_active_jobs(name)] in ([], [first.job_id])  # ending, never a second
 
 
 def test_files_written_into_one_folder_create_it_once(hook: SlurmHook, slurm_cluster: LocalCluster) -> None:

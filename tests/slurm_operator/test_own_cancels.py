@@ -1,4 +1,4 @@
-"""Cancels of our own (a marker first), who cancelled from outside, script copies never overwritten.
+"""Cancels of our own (a marker first), who cancelled from outside.
 
 The command strings exactly, then each script run by a real ``sh`` (only ``scancel`` is a fake: a
 real cancel needs a cluster; the real one is in integration/test_faults_real.py).
@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 from slurm_operator import commands, naming, parsers
-from slurm_operator.exceptions import SlurmParseError
 
 
 def test_marked_scancel_is_one_sh_command_with_the_values_as_arguments() -> None:
@@ -101,70 +99,3 @@ def test_naming_of_copies_and_markers() -> None:
     assert naming.attempt_script_base("/r/", "n") == "/r/scripts/n"
     assert naming.attempt_script_path("/r", "n", 7) == "/r/scripts/n.attempt007.sbatch"
     assert naming.cancel_marker_path("/r/n-12.out") == "/r/n-12.out.airflow-cancel"
-
-
-def test_claim_script_copy_command() -> None:
-    argv = shlex.split(commands.claim_script_copy("/r/scripts/n", 3))
-    assert argv[:2] == ["sh", "-c"]
-    assert argv[3:] == ["sh", "/r/scripts/n", "3", "1003"]
-    assert '(set -C; : > "$f")' in argv[2]  # noclobber: an exclusive create
-    with pytest.raises(ValueError, match="attempt numbers start at 1, got 0"):
-        commands.claim_script_copy("/r/scripts/n", 0)
-    with pytest.raises(ValueError, match="not a usable remote path"):
-        commands.claim_script_copy("", 1)
-
-
-def _claim(base: Path, first: int, text: str, tries: int = 1000) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["sh", "-c", commands.claim_script_copy(str(base), first, tries)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-
-
-def test_a_claim_takes_the_first_free_number_and_never_overwrites(tmp_path: Path) -> None:
-    base = tmp_path / "run dir" / "scripts" / "n"
-    first = _claim(base, 1, "#!/bin/bash\necho one\n")
-    assert (first.returncode, first.stdout) == (0, "1\n")
-    assert Path(f"{base}.attempt001.sbatch").read_text() == "#!/bin/bash\necho one\n"
-    # The history was lost: the next claim starts at 1 again and still takes a free name.
-    Path(f"{base}.attempt002.sbatch").write_text("kept\n")
-    again = _claim(base, 1, "#!/bin/bash\necho three\n")
-    assert again.stdout == "3\n"
-    assert Path(f"{base}.attempt001.sbatch").read_text() == "#!/bin/bash\necho one\n"
-    assert Path(f"{base}.attempt002.sbatch").read_text() == "kept\n"
-    assert Path(f"{base}.attempt003.sbatch").read_text() == "#!/bin/bash\necho three\n"
-    assert parsers.parse_number(again.stdout, "claim") == 3
-    full = _claim(base, 1, "x", tries=3)
-    assert full.returncode == 1
-    assert full.stderr == f"no free script copy name from 1 to 4 for {base}\n"
-
-
-def test_concurrent_claims_get_distinct_numbers(tmp_path: Path) -> None:
-    base = tmp_path / "scripts" / "n"
-    results: list[str] = []
-
-    def claim(i: int) -> None:
-        results.append(_claim(base, 1, f"copy {i}\n").stdout.strip())
-
-    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(results, key=int) == [str(n) for n in range(1, 9)]
-    texts = sorted(Path(f"{base}.attempt{n:03d}.sbatch").read_text() for n in range(1, 9))
-    assert texts == sorted(f"copy {i}\n" for i in range(8))  # each copy whole, none written twice
-
-
-def test_a_claim_that_cannot_create_its_folder_fails(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("")
-    proc = _claim(tmp_path / "file" / "scripts" / "n", 1, "x")
-    assert proc.returncode == 1
-    assert "Not a directory" in proc.stderr
-
-
-def test_parse_number_quotes_what_it_cannot_read() -> None:
-    with pytest.raises(SlurmParseError, match=r"expected a number from 'claim': 'oops\\n'"):
-        parsers.parse_number("oops\n", "claim")

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from slurm_operator import recovery
+from slurm_operator.commands import AttemptSubmit
 from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.operators import SlurmOperator
+from slurm_operator.parsers import Submitted
 from slurm_operator.records import (
     CANCELLED_BY_AIRFLOW,
     HUNG,
@@ -72,13 +74,11 @@ class Cluster:
         self.ran.append(command)
         return self.passwd.get(command, CommandResult(2, "", ""))
 
-    def claim_script_copy(self, base: str, first: int, text: str) -> int:
-        self.claims.append((base, first, text))
-        return max(first, self.claimed)
-
-    def submit(self, **kwargs: Any) -> str:
-        self.submitted.append(kwargs)
-        return "200"
+    def submit_attempt(self, spec: AttemptSubmit, script: str | None = None) -> Submitted:
+        self.claims.append((spec.base, spec.first, script or self.files[str(spec.source)]))
+        number = max(spec.first, self.claimed)
+        self.submitted.append({"script_path": f"{spec.base}.attempt{number:03d}.sbatch"})
+        return Submitted(number, "200")
 
     def stat(self, path: str) -> Any:
         raise RemotePathNotFoundError(path)
@@ -87,7 +87,9 @@ class Cluster:
         raise RemotePathNotFoundError(str(args[0]))
 
 
-def _start(cluster: Cluster, stored: Any, probes: list[str] | None = None) -> recovery.TryStart:
+def _start(
+    cluster: Cluster, stored: Any, probes: list[str] | None = None, *, locked: bool = False
+) -> recovery.TryStart:
     calls = probes if probes is not None else []
     return recovery.start_try(
         cluster,  # type: ignore[arg-type]
@@ -96,6 +98,7 @@ def _start(cluster: Cluster, stored: Any, probes: list[str] | None = None) -> re
         output_pattern=f"/r/{NAME}-%j.out",
         try_number=3,
         probe=lambda _hook: calls.append("probed") or "b1",  # type: ignore[func-returns-value]
+        adopts_on_submit=locked,
     )
 
 
@@ -185,6 +188,41 @@ def test_a_job_of_the_name_already_completing_is_not_taken_over() -> None:
     cluster.active = [JobRecord("152", NAME, SlurmState.COMPLETING)]
     start = _start(cluster, None)
     assert (start.action, start.ledger.attempts) == (recovery.SUBMIT, [])
+
+
+class Asked(Cluster):
+    """Counts the squeue by name that a locked submit makes unneeded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def find_active_jobs(self, name: str) -> list[JobRecord]:
+        self.asked += 1
+        return super().find_active_jobs(name)
+
+
+@pytest.mark.parametrize("stored", [None, _carry(_attempt(1, "FAILED", "fail"))])
+def test_a_locked_submit_adopts_by_itself_so_the_try_does_not_ask_squeue_first(stored: Any) -> None:
+    cluster = Asked()
+    cluster.active = [JobRecord("151", NAME, SlurmState.RUNNING)]
+    start = _start(cluster, stored, locked=True)
+    assert (start.action, start.record, cluster.asked) == (recovery.SUBMIT, False, 0)
+    assert _start(cluster, stored).action == recovery.WAIT  # unlocked: asked, and re-attached
+    assert cluster.asked == 1
+
+
+def test_a_recorded_job_nobody_lists_is_still_looked_for_by_name_before_a_locked_submit() -> None:
+    """sacct and squeue did not list the recorded job (just submitted): it may well be active."""
+    cluster = Asked()
+    cluster.active = [JobRecord("101", NAME, SlurmState.RUNNING)]
+    stored = _carry(_attempt(1))
+    start = _start(cluster, stored, locked=True)
+    assert (start.action, start.ledger.to_dict()["attempts"], cluster.asked) == (
+        recovery.WAIT,
+        [stored["attempts"][0]],
+        1,
+    )
 
 
 def test_the_budget_window_and_an_own_cancel_in_decide() -> None:

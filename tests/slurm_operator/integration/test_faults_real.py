@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator import naming
+from slurm_operator import commands, naming
 from slurm_operator.hooks import SlurmHook
 
 from tests.fixtures.airflow_env import AirflowEnv
@@ -250,14 +250,18 @@ def test_script_copies_are_claimed_over_ssh_without_overwriting(
 ) -> None:
     """The history is lost (a claim from 1 again): the next free name is taken, none overwritten."""
     base = naming.attempt_script_base(str(tmp_path / "run"), "af-lost")
+    held = commands.AttemptSubmit(base, 1, sbatch_args=["--hold", "--output=/dev/null"])
     with SlurmHook(slurm_cluster.conn_id) as hook:
-        assert hook.claim_script_copy(base, 1, "one\n") == 1
+        first = hook.submit_attempt(held, "#!/bin/bash\necho one\n")
         Path(naming.attempt_script_path(str(tmp_path / "run"), "af-lost", 2)).write_text("kept\n")
-        assert hook.claim_script_copy(base, 1, "three\n") == 3
+        third = hook.submit_attempt(held, "#!/bin/bash\necho three\n")
+        for job in (first.job_id, third.job_id):
+            hook.cancel(job)
+    assert (first.number, third.number) == (1, 3)
     texts = [
         Path(naming.attempt_script_path(str(tmp_path / "run"), "af-lost", n)).read_text() for n in (1, 2, 3)
     ]
-    assert texts == ["one\n", "kept\n", "three\n"]
+    assert texts == ["#!/bin/bash\necho one\n", "kept\n", "#!/bin/bash\necho three\n"]
 
 
 def test_sshd_down_60_s_then_slurmctld_down_30_s_mid_job_cost_nothing(

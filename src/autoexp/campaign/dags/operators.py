@@ -79,12 +79,9 @@ class CampaignSlurmOperator(SlurmOperator):
         gate(context, self.phase)
         self._apply_params(context)
         self._run_id = str(context["run_id"])
-        if self.state_dir:
-            # A new try (retry or clear): the verdict of an earlier try no longer holds.
-            self._hook().run(
-                run_layout.remove_file(self._marker(context, FAILED), self._marker(context, STOPPED))
-            )
-        if self._done_already():
+        # A new try (retry or clear): the verdict of an earlier try no longer holds.
+        stale = (self._marker(context, FAILED), self._marker(context, STOPPED)) if self.state_dir else ()
+        if self._done_already(stale):
             # A sweep (a scheduled, backfilled or re-triggered run) goes on from where the experiment
             # stands: work another run finished is not submitted again.
             self.log.info("work already done (%s printed 1): no Slurm job submitted", self.completion_command)
@@ -93,12 +90,17 @@ class CampaignSlurmOperator(SlurmOperator):
             task_callables.check_start_condition(self._hook(), self.start_condition, self.task_id)
         return self._run_marking_outcome(context, lambda: super(CampaignSlurmOperator, self).execute(context))
 
-    def _done_already(self) -> bool:
+    def _done_already(self, stale: Sequence[str]) -> bool:
         """The completion command (training: tracker at TRAIN_ITERS; conversion: its done marker and
-        results) says done before anything is submitted; a failing command is "not done"."""
+        results) says done before anything is submitted; a failing command is "not done". The
+        ``stale`` markers are removed first, in the same remote command (one less per submission)."""
+        clear = run_layout.remove_file(*stale) if stale else ""
         if not self.completion_command:
+            if clear:
+                self._hook().run(clear)
             return False
-        result = self._hook().run(self.completion_command)
+        command = f"{clear}; {self.completion_command}" if clear else self.completion_command
+        result = self._hook().run(command)
         return result.exit_status == 0 and completion_command_says_done(result.stdout)
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:

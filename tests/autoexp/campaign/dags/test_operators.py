@@ -14,7 +14,7 @@ from slurm_operator.records import CommandResult
 
 from autoexp.campaign.dags import task_callables
 from autoexp.campaign.dags.operators import CampaignSlurmOperator, ReportOperator, gate
-from autoexp.campaign.planning.run_layout import outcome_path
+from autoexp.campaign.planning.run_layout import outcome_path, remove_file
 
 
 def train_task(conn_id: str, state_dir: Path) -> CampaignSlurmOperator:
@@ -99,7 +99,7 @@ class DoneCluster:
 
     def run(self, command: str, **_: Any) -> CommandResult:
         self.ran.append(command)
-        return CommandResult(0, self.done if command == "check-done" else "", "")
+        return CommandResult(0, self.done if command.endswith("check-done") else "", "")
 
     def write_text(self, path: str, text: str) -> None:
         self.written[path] = text
@@ -123,7 +123,9 @@ def test_work_another_run_finished_is_not_submitted_again(
 ) -> None:
     result, cluster, submitted = _sweep("1\n", monkeypatch, tmp_path)
     assert (result, submitted) == ([], [])
-    assert cluster.ran[-1] == "check-done"  # asked before the start condition, and nothing after
+    stale = [outcome_path(str(tmp_path), "manual__1", "pretrain", o) for o in ("failed", "stopped")]
+    # An earlier try's verdict is removed in the same command that asks: nothing else ran.
+    assert cluster.ran == [f"{remove_file(*stale)}; check-done"]
     finished = outcome_path(str(tmp_path), "manual__1", "pretrain", "finished")
     assert cluster.written == {finished: "done\n"}  # this run's waits see the training as done
 
@@ -133,7 +135,7 @@ def test_work_not_done_goes_on_to_the_start_condition_and_the_job(
 ) -> None:
     result, cluster, submitted = _sweep("0\n", monkeypatch, tmp_path)
     assert (result, submitted) == (["job"], ["execute"])
-    assert cluster.ran[-2:] == ["check-done", "start"]
+    assert [c.rsplit("; ", 1)[-1] for c in cluster.ran] == ["check-done", "start"]
 
 
 @pytest.mark.slurm
