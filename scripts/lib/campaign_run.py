@@ -175,16 +175,32 @@ def _sacct_since(since: float) -> str:
     ).stdout
 
 
-def slurm_busy_seconds(jobs: list[tuple[str, float, float | None]], since: float, until: float) -> float:
-    """Length of the union of all Slurm job intervals in [since, until]."""
+def idle_gaps(
+    jobs: list[tuple[str, float, float | None]], since: float, until: float
+) -> list[tuple[float, float]]:
+    """The spans of [since, until] in which no Slurm job ran, in order."""
     spans = sorted((max(b, since), min(e if e is not None else until, until)) for _, b, e in jobs)
-    busy, cursor = 0.0, since
+    gaps, cursor = [], since
     for b, e in spans:
-        b = max(b, cursor)
-        if e > b:
-            busy += e - b
-            cursor = e
-    return busy
+        if b > cursor:
+            gaps.append((cursor, b))
+        cursor = max(cursor, e)
+    if until > cursor:
+        gaps.append((cursor, until))
+    return gaps
+
+
+def idle_summary(gaps: list[tuple[float, float]], since: float, until: float) -> str:
+    """Where the seconds without a running job are: before the first job, between jobs, after the last."""
+    inner = [g for g in gaps if g[0] > since and g[1] < until]
+    head = sum(e - b for b, e in gaps if b <= since)
+    tail = sum(e - b for b, e in gaps if e >= until and b > since)
+    between = sum(e - b for b, e in inner)
+    longest = max((e - b for b, e in inner), default=0.0)
+    return (
+        f"{head:.0f} s before the first job started, {between:.0f} s in {len(inner)} gaps between jobs "
+        f"(longest {longest:.0f} s), {tail:.0f} s after the last one ended"
+    )
 
 
 def job_seconds(jobs: list[tuple[str, float, float | None]], since: float, until: float) -> float:
@@ -306,21 +322,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     reported = print_campaign_report(api, args.config)
     log.info("the Campaigns page: %s/campaigns/", api.base)
     jobs = sacct_jobs(_sacct_since(t0))
-    busy = slurm_busy_seconds(jobs, t0, t1)
+    gaps = idle_gaps(jobs, t0, t1)
     dag_plans = [plan_dag(plan, settings) for plan in plans]
     critical = critical_path_seconds(dag_plans, jobs)
     work = job_seconds(jobs, t0, t1)
     slots = int(api.call("GET", f"pools/{settings.pool_name}")["slots"])
     bound = capacity_bound_seconds(critical, work, slots)
-    wall, idle = t1 - t0, t1 - t0 - busy
-    first = min((b for _, b, _ in jobs), default=t1) - t0
+    wall, idle = t1 - t0, sum(e - b for b, e in gaps)
     print(
         f"\ncampaign wall {wall:.0f} s (whole demo incl. set-up {t1 - args.started:.0f} s), {len(jobs)} "
         f"Slurm jobs, {work:.0f} job-seconds\n"
         f"  capacity bound {bound:.0f} s = max(Slurm critical path {critical:.0f} s, job-seconds / "
         f"{slots} pool slots {work / max(slots, 1):.0f} s): wall = {wall / max(bound, 1e-9):.2f} x bound\n"
-        f"  no Slurm job running for {idle:.0f} s of the wall ({100 * idle / max(wall, 1e-9):.0f} %), "
-        f"{first:.0f} s of it before the first job started"
+        f"  no Slurm job running for {idle:.0f} s of the wall ({100 * idle / max(wall, 1e-9):.0f} %): "
+        f"{idle_summary(gaps, t0, t1)}"
     )
     found = dispatch_latencies(api.call, dag_plans, runs, sacct_submissions(t0), settings.pool_name, slots)
     poll = float(settings.poll_interval_secs)

@@ -28,7 +28,7 @@ def _driver() -> ModuleType:
 
 
 driver = _driver()
-critical_path_seconds, slurm_busy_seconds = driver.critical_path_seconds, driver.slurm_busy_seconds
+critical_path_seconds = driver.critical_path_seconds
 
 
 def test_sacct_rows_are_read_by_the_plugin_parser() -> None:
@@ -45,9 +45,17 @@ def test_sacct_rows_are_read_by_the_plugin_parser() -> None:
     assert jobs[0][2] - jobs[0][1] == 10.0
 
 
-def test_busy_time_is_the_union_of_job_intervals() -> None:
-    jobs = [("a", 10.0, 20.0), ("b", 15.0, 30.0), ("c", 40.0, None)]
-    assert slurm_busy_seconds(jobs, since=0.0, until=50.0) == 30.0  # 10-30 and 40-50 (still running)
+def test_idle_time_is_what_the_union_of_job_intervals_leaves_and_is_told_by_where_it_lies() -> None:
+    jobs = [("a", 10.0, 20.0), ("b", 15.0, 30.0), ("c", 40.0, 45.0), ("d", 47.0, 52.0)]
+    gaps = driver.idle_gaps(jobs, since=0.0, until=60.0)
+    assert gaps == [(0.0, 10.0), (30.0, 40.0), (45.0, 47.0), (52.0, 60.0)]
+    assert driver.idle_summary(gaps, 0.0, 60.0) == (
+        "10 s before the first job started, 12 s in 2 gaps between jobs (longest 10 s), "
+        "8 s after the last one ended"
+    )
+    running = driver.idle_gaps([("a", 10.0, 20.0), ("b", 15.0, None)], since=0.0, until=50.0)
+    assert running == [(0.0, 10.0)]  # b still runs at the end: no tail
+    assert driver.idle_gaps([], since=0.0, until=5.0) == [(0.0, 5.0)]
 
 
 def test_the_capacity_bound_is_the_longer_of_critical_path_and_work_per_slot() -> None:
