@@ -27,6 +27,9 @@ from slurm_operator.states import ACTIVE_STATES
 
 log = logging.getLogger(__name__)
 
+# Seconds a command's output may still come after its exit status (see SlurmHook._run_once).
+EOF_GRACE_S = 5.0
+
 # Errors worth a reconnect: the network or the sshd went away. A wrong key or host key is not.
 _TRANSIENT = (
     EOFError,
@@ -188,18 +191,26 @@ class SlurmHook:
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + limit
+            eof_by: float | None = None
             while True:
                 # Drain both streams as they come: a full stderr window must not stall stdout.
                 while channel.recv_ready():
                     out += channel.recv(65536)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                if (
-                    channel.exit_status_ready()
-                    and not channel.recv_ready()
-                    and not channel.recv_stderr_ready()
-                ):
-                    break
+                pending = channel.recv_ready() or channel.recv_stderr_ready()
+                if channel.exit_status_ready() and not pending:
+                    # sshd may send the exit status before the last output it read from the command
+                    # (a start condition's "1" was lost so, under load): the output is whole at the
+                    # channel's EOF. Bounded: a child left in the background may hold it open.
+                    if channel.eof_received or channel.closed:
+                        break
+                    eof_by = eof_by or time.monotonic() + EOF_GRACE_S
+                    if time.monotonic() > eof_by:
+                        log.warning("no EOF %g s after the exit status of: %s", EOF_GRACE_S, command)
+                        break
+                    time.sleep(0.005)
+                    continue
                 if time.monotonic() > deadline:
                     raise SlurmCommandError(
                         f"remote command timed out after {limit:g} s on {self.target}: {command}"
