@@ -292,6 +292,16 @@ def test_trigger_button_starts_a_slice(campaign: Campaign) -> None:
         ("demo_demo_tiny_lr0.003_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
         ("demo_demo_tiny_lr0.01_bs4", {"dry_run": True, "phases": ["cooldown_8K"]}),
     ]
+    # The slice's run ends once it started the experiments' runs, not when they end: the tests
+    # after this one read the campaign's state, which must not change under them.
+    for dag_id in (c["trigger_dag_id"] for c in chosen):
+        ended = lambda d=dag_id: _no_active_run(campaign.api, d) or None  # noqa: E731
+        campaign.stack.poll(f"{dag_id}'s runs to end", ended, 300, 3)
+
+
+def _no_active_run(api: AirflowApi, dag_id: str) -> bool:
+    runs = api.call("GET", f"dags/{dag_id}/dagRuns?state=queued&state=running")
+    return int(runs["total_entries"]) == 0
 
 
 def test_a_viewer_sees_the_campaign_but_cannot_trigger_it(campaign: Campaign) -> None:
@@ -314,6 +324,8 @@ def test_a_viewer_sees_the_campaign_but_cannot_trigger_it(campaign: Campaign) ->
 
 
 def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
+    # Both calls below must see the same campaign (a run still going changes its line between them).
+    assert not [d for d in EXPERIMENTS if not _no_active_run(campaign.api, d)]
     env = {
         **os.environ,
         "AUTOEXP_AIRFLOW_PASSWORD": campaign.password,

@@ -48,6 +48,7 @@ _first_asked: float | None = None  # when this process first asked (the parent's
 _answered = False
 # Stops announced inside this triggerer, by (loop, dag, run, task): held only by the waits awaiting them.
 _stops: weakref.WeakValueDictionary[tuple[int, str, str, str], asyncio.Event] = weakref.WeakValueDictionary()
+_announced: dict[tuple[int, str, str, str], float] = {}  # -> monotonic time of the last announce_stop
 
 
 async def task_states(
@@ -197,6 +198,15 @@ def stop_event(dag_id: str, run_id: str, task_id: str) -> asyncio.Event:
 
 def announce_stop(dag_id: str, run_id: str, task_id: str) -> None:
     """A trigger of this process saw the task stopped: wake what waits on it now, not at its next poll."""
-    event = _stops.get((id(asyncio.get_running_loop()), dag_id, run_id, task_id))
+    key = (id(asyncio.get_running_loop()), dag_id, run_id, task_id)
+    _announced[key] = time.monotonic()
+    event = _stops.get(key)
     if event is not None:
         event.set()
+
+
+def stopped_since(dag_id: str, run_id: str, task_id: str, since: float) -> bool:
+    """``announce_stop`` was called for this task in this process at or after ``since`` (monotonic):
+    an earlier stop (the task was cleared and runs again since) does not count."""
+    key = (id(asyncio.get_running_loop()), dag_id, run_id, task_id)
+    return _announced.get(key, float("-inf")) >= since

@@ -150,6 +150,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self._ended: str | None = None  # why the iteration cannot come any more (an outcome marker)
         self._ended_at = 0.0
         self._stop: asyncio.Event | None = None
+        self._since = float("inf")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
@@ -161,6 +162,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
                 yield TaskSkippedEvent()
                 return
         hurry = None
+        self._since = time.monotonic()  # only a stop announced from now on is this wait's
         if ti and self.watch_task_id:
             self._stop = ti_states.stop_event(ti.dag_id, ti.run_id, self.watch_task_id)
             hurry = asyncio.get_running_loop().create_task(self._hurry_on_stop(self._stop))
@@ -181,6 +183,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             self.condition_kwargs = condition["condition_kwargs"]
         # No task process renders this instance's name (map_index_template): the log says it.
         self.log.info("started by the scheduler: waits for iteration %s of %s", self.iteration, self.path)
+        # No worker process deferred this task: the race min_defer_seconds guards against (the late
+        # "success" of the deferring process, docs/slurm-operator.md#airflow-332-workarounds) cannot
+        # happen, and a stop or a checkpoint already there ends the wait at once, not 10 s later.
+        self.min_defer_seconds = 0.0
         run = str(ti.run_id)
         self.failed_path = outcome_path(self.state_dir, run, self.watch_phase, FAILED)
         self.finished_path = outcome_path(self.state_dir, run, self.watch_phase, FINISHED)
@@ -211,7 +217,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if self._ended is None:
             self._ended = await self._outcome(files)
             self._ended_at = time.monotonic()
-        if self._ended is None and (why := await self._stopped(hook, files)) is not None:
+        if self._ended is None and (why := self._announced() or await self._stopped(hook, files)):
             self.log.info("iteration %s of %s will not come: %s; skipped", self.iteration, self.path, why)
             return TaskSkippedEvent()
         # A checkpoint saved just before the end still gets the time to settle.
@@ -236,6 +242,16 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if (await files.stat(self.finished_path)).exists:
             return f"its training finished ({self.finished_path}) without saving it"
         return None
+
+    def _announced(self) -> str | None:
+        """The training's own trigger in this process announced its stop after cancelling the job:
+        authoritative, needing neither the marker (written after it) nor a task-state answer."""
+        ti = self.task_instance
+        if ti is None or not self.watch_task_id:
+            return None
+        if not ti_states.stopped_since(ti.dag_id, ti.run_id, self.watch_task_id, self._since):
+            return None
+        return "its training was stopped (its job trigger here cancelled the job)"
 
     async def _stopped(self, hook: AsyncSlurmHook, files: RemoteFiles) -> str | None:
         """Why the training was stopped by a user (its marker, or its task state), or None."""
@@ -344,11 +360,11 @@ class CampaignJobTrigger(SlurmJobTrigger):
             )
         await super().on_kill()
         self.log.info("Slurm job %s cancelled %.1f s into on_kill", self.job_id, time.monotonic() - started)
+        ti = self.task_instance
+        if ti is not None:  # this process's waits end now; the marker below is for the others
+            ti_states.announce_stop(ti.dag_id, ti.run_id, ti.task_id)
         if self.cancel_on_kill and self.stopped_path:
             await self._leave_stopped(state)
-        ti = self.task_instance
-        if ti is not None:
-            ti_states.announce_stop(ti.dag_id, ti.run_id, ti.task_id)
 
     async def _task_state(self) -> str | None:
         """The task instance's state now ("none" for none), None if unknown within state_timeout."""

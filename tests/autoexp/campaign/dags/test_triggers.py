@@ -279,9 +279,11 @@ async def test_the_stop_marker_skips_the_wait_without_the_task_state(
     assert isinstance(event, TaskSkippedEvent)
 
 
-async def test_a_stop_seen_by_the_training_s_trigger_wakes_its_waits_at_once(
+async def test_a_stop_seen_by_the_training_s_trigger_ends_its_waits_at_once(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
+    """The announcement alone suffices: no stop marker yet (written after it, and its write may be
+    slow or fail), and a stale task state that still says running."""
     (tmp_path / "checkpoints").mkdir()
     comms({"pretrain.train": "running"})
     wait = make_trigger(slurm_cluster.conn_id, tmp_path)
@@ -290,13 +292,24 @@ async def test_a_stop_seen_by_the_training_s_trigger_wakes_its_waits_at_once(
     pending = asyncio.ensure_future(first_raw_event(wait, limit_s=60))
     await asyncio.sleep(3)  # the first poll is done, the wait naps
     assert not pending.done()
-    (tmp_path / "state").mkdir()
-    (tmp_path / "state" / "pretrain.stopped").write_text("Slurm job 7 cancelled: the task was failed\n")
     loop = asyncio.get_running_loop()
     start = loop.time()
     ti_states.announce_stop("d", "r1", "pretrain.train")
     assert isinstance(await pending, TaskSkippedEvent)
     assert loop.time() - start < 10
+
+
+async def test_a_stop_announced_before_the_wait_started_is_not_its_own(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    """The training was stopped, then cleared and runs again; the waits cleared with it must wait."""
+    (tmp_path / "checkpoints").mkdir()
+    comms({"pretrain.train": "running"})
+    ti_states.announce_stop("d", "r1", "pretrain.train")
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    with pytest.raises(TimeoutError):
+        await first_raw_event(wait, limit_s=3)
 
 
 def submit_sleeper(conn_id: str, tmp_path: Path, name: str = "sleeper") -> tuple[Any, str]:
@@ -366,9 +379,11 @@ async def test_clearing_keeps_the_job_and_marking_failed_cancels_it(
         path, kwargs = trigger.serialize()
         assert path == "autoexp.campaign.dags.triggers.CampaignJobTrigger"
         assert import_string(path)(**kwargs).serialize() == (path, kwargs)
+        stop = ti_states.stop_event("d", "r1", "pretrain.train")  # what this triggerer's waits hold
         await trigger.on_kill()
         record = hook.job_states([job]).records[job]
         assert (record.state.value == "CANCELLED") is cancelled, record
+        assert stop.is_set() is cancelled
         marker = tmp_path / "state" / "pretrain.stopped"
         assert marker.exists() is cancelled
         if cancelled:
@@ -390,6 +405,29 @@ async def test_a_state_that_does_not_come_in_time_cancels_within_the_limit(
         assert hook.job_states([job]).records[job].state.value == "CANCELLED"
         assert 2 <= took < 10, took  # state_timeout, then scancel; far from the triggerer's 30 s
         assert "state unknown" in (tmp_path / "state" / "pretrain.stopped").read_text()
+    finally:
+        hook.cancel(job)
+
+
+async def test_a_stop_is_announced_before_the_marker_whose_write_may_hang(
+    slurm_cluster: Any, tmp_path: Path, comms: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triggerer cuts on_kill off after 30 s: a marker write stuck past that must not cost this
+    process's waits their announcement (they then waited for the task-state fallback)."""
+    from slurm_operator.async_hook import AsyncSlurmHook
+
+    async def stuck(self: Any, path: str, text: str) -> None:
+        await asyncio.sleep(3600)
+
+    comms({"pretrain.train": "failed"})
+    hook, job = submit_sleeper(slurm_cluster.conn_id, tmp_path)
+    try:
+        monkeypatch.setattr(AsyncSlurmHook, "write_text", stuck)
+        stop = ti_states.stop_event("d", "r1", "pretrain.train")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(job_trigger(slurm_cluster.conn_id, job, tmp_path).on_kill(), 15)
+        assert stop.is_set()
+        assert hook.job_states([job]).records[job].state.value == "CANCELLED"
     finally:
         hook.cancel(job)
 
@@ -428,7 +466,6 @@ def started_wait(conn_id: str, base: Path, ti: StartedTI) -> PhaseCheckpointTrig
     assert args is not None
     assert args.trigger_kwargs is not None
     trigger = import_string(args.trigger_cls)(**args.trigger_kwargs)
-    trigger.min_defer_seconds = 0.5
     trigger.task_instance = ti
     return trigger  # type: ignore[no-any-return]
 
@@ -445,9 +482,13 @@ async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
     # Its iteration by map index, then success straight from the triggerer.
     save_legacy_checkpoint(tmp_path / "checkpoints", 40)
     second = started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(1, drives))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     event = await first_raw_event(second)
     assert isinstance(event, TaskSuccessEvent)
     assert second.iteration == 40
+    # No deferring worker process, so no shortest deferral (10 s by default): the event comes at once.
+    assert loop.time() - start < 9
     # The outcome markers of its own run: the training of run r1 failed, iteration 60 never comes.
     failed = tmp_path / "state" / "r1" / "pretrain.failed"
     failed.parent.mkdir(parents=True)
