@@ -21,6 +21,20 @@ from airflow.sdk.definitions._internal.expandinput import ListOfDictsExpandInput
 from airflow.sdk.definitions._internal.expandinput import MappedArgument as MappedArgument
 from airflow.sdk.definitions.taskgroup import MappedTaskGroup as MappedTaskGroup
 
+
+class KeyedMappedArgument(MappedArgument):
+    """A MappedArgument whose text is its key, not its whole expand input.
+
+    Airflow stores a template field it cannot encode as the value's text (``serialize_template_field``),
+    and the default text of a MappedArgument is every instance's values: the five mapped fields of a
+    conversion task wrote 5 x 4 KB (the truncation limit) of one list into each serialized DAG, more
+    than half of its size. Resolution per instance (``resolve``) is MappedArgument's own.
+    """
+
+    def __repr__(self) -> str:
+        return f"<mapped {self._key}>"
+
+
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
 # No public API lets a trigger ask task-instance states asynchronously under its own time limit:
 # ``RuntimeTaskInstance.get_task_states`` is synchronous and unbounded (see ti_states). The runner's

@@ -13,8 +13,8 @@ from airflow.sdk import DAG, Asset, AssetAny, BaseOperator, Context, Param
 from autoexp.campaign.dags import campaign_report_task
 from autoexp.campaign.planning import campaign_report as cr
 from autoexp.campaign.planning.campaign_slice import campaign_report_dag_id
-from autoexp.campaign.planning.dag_plan import DagPlan, plan_dag
-from autoexp.campaign.planning.plan import load_plans
+from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.planning.planned_config import PlannedConfig
 from autoexp.campaign.planning.settings import AirflowSettings
 
 
@@ -84,8 +84,8 @@ def report_dag(config_path: Path, dag_plans: list[DagPlan], settings: AirflowSet
     return dag
 
 
-def campaign_report_dag(config_path: str | Path) -> DAG:
-    """The report DAG of one config file (planned again: the expansion cache makes this cheap)."""
+def campaign_report_dag(config_path: str | Path, planned: PlannedConfig | None = None) -> DAG:
+    """The report DAG of one config file (``planned``: the config as this parse planned it)."""
     path = Path(config_path).absolute()
-    plans, settings = load_plans(path)
-    return report_dag(path, [plan_dag(p, settings) for p in plans], settings)
+    planned = planned or PlannedConfig.load(path)
+    return report_dag(path, planned.dag_plans(), planned.settings)

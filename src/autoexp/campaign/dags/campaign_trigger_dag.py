@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.plan import load_plans
+from autoexp.campaign.planning.planned_config import PlannedConfig
 from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)
@@ -100,10 +101,12 @@ def _params(choices: dict[str, list[str]]) -> ParamsDict:
     return ParamsDict(params)
 
 
-def build_campaign_trigger_dag(config_path: str | Path) -> DAG:
-    """The trigger DAG of one config (raises what load_plans raises: the caller reports it)."""
+def build_campaign_trigger_dag(config_path: str | Path, planned: PlannedConfig | None = None) -> DAG:
+    """The trigger DAG of one config (raises what load_plans raises: the caller reports it).
+    ``planned``: the config as this parse planned it."""
     path = Path(config_path).absolute()
-    plans, settings = load_plans(path)
+    planned = planned or PlannedConfig.load(path)
+    plans, settings = planned.plans, planned.settings
     axes = [a for a in cs.grid_axes(path) if a != settings.keys.mode]
     choices = cs.axis_choices(cs.slice_table(plans, axes, settings.keys), axes)
     return _dag(path, settings, choices, axes, len(plans))

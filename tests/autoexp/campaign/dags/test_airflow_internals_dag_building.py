@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
+from airflow.serialization.serialized_objects import DagSerialization
 
-from autoexp.campaign.dags.airflow_internals import ListOfDictsExpandInput, MappedArgument, MappedTaskGroup
+from autoexp.campaign.dags.airflow_internals import (
+    KeyedMappedArgument,
+    ListOfDictsExpandInput,
+    MappedArgument,
+    MappedTaskGroup,
+)
 
 
 class Probe(BaseOperator):
@@ -34,3 +41,22 @@ def test_a_group_built_from_a_list_of_dicts_maps_each_key_per_instance() -> None
     assert isinstance(argument, MappedArgument)
     assert argument._key == "iteration"
     assert argument._input is expand_input
+
+
+def test_a_keyed_argument_is_stored_as_its_key_and_resolves_per_instance() -> None:
+    """The serialized DAG holds "<mapped key>" for the field, not every instance's values (which
+    Airflow writes as the argument's text, truncated at 4 KB); each instance still gets its own value."""
+    values = [{"iteration": i, "out": "x" * 200} for i in range(40)]
+    expand_input = ListOfDictsExpandInput(values)
+    with (
+        DAG("internals_keyed", schedule=None, start_date=datetime(2026, 1, 1)) as dag,
+        MappedTaskGroup(group_id="g", expand_input=expand_input),
+    ):
+        Probe(task_id="keyed", value=KeyedMappedArgument(input=expand_input, key="out"))
+        Probe(task_id="plain", value=MappedArgument(input=expand_input, key="out"))
+    tasks = {t["__var"]["task_id"]: t["__var"] for t in DagSerialization.serialize_dag(dag)["tasks"]}
+    assert tasks["g.keyed"]["value"] == "<mapped out>"
+    assert len(tasks["g.plain"]["value"]) > 4000  # what a plain MappedArgument costs each field
+    argument = dag.task_dict["g.keyed"].value
+    for index in (0, 39):
+        assert argument.resolve({"ti": SimpleNamespace(map_index=index)}) == values[index]["out"]

@@ -27,15 +27,18 @@ def test_collection_is_off_while_building_and_back_on_after(
 ) -> None:
     seen: list[bool] = []
 
-    # A stand-in build only records the collector state; the real build is in tests/dags.
-    def fake_build(path: Path, **_: Any) -> list[Any]:
+    # Stand-ins for planning and building only record the collector state; the real build is in
+    # tests/dags.
+    def fake(*_: Any, **__: Any) -> list[Any]:
         seen.append(gc.isenabled())
         return []
 
-    monkeypatch.setattr(factory, "build_dags", fake_build)
+    monkeypatch.setattr(factory.PlannedConfig, "load", fake)
+    monkeypatch.setattr(factory, "build_dags", fake)
+    monkeypatch.setattr(factory, "_campaign_dags", fake)
     gc.enable()
     factory.register({}, [tmp_path / "a.yaml"])
-    assert seen == [False]
+    assert seen == [False, False, False]
     assert gc.isenabled()
 
 
