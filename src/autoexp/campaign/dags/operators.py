@@ -70,6 +70,16 @@ class CampaignSlurmOperator(SlurmOperator):
         self.start_condition = start_condition
         self.state_dir = state_dir
 
+    def render_template(
+        self, content: Any, context: Context, jinja_env: Any = None, seen_oids: set[int] | None = None
+    ) -> Any:
+        """The config's text is final: the config layer filled its ``{VAR}`` fields, and Jinja would
+        misread shell (bash's ``${#a[@]}`` opens a Jinja comment, ``{{`` would be evaluated). So
+        strings pass as they are; mapped arguments are still resolved per instance."""
+        if isinstance(content, str):
+            return content
+        return super().render_template(content, context, jinja_env, seen_oids)
+
     def _apply_params(self, context: Context) -> None:
         value = context["params"].get("max_attempts")
         if value is not None:

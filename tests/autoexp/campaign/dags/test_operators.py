@@ -153,3 +153,41 @@ async def test_a_training_that_succeeds_in_the_triggerer_leaves_the_finished_mar
     assert trigger.serialize()[1]["finished_path"] == str(finished)
     await trigger.on_success(AsyncSlurmHook(slurm_cluster.conn_id))
     assert await asyncio.to_thread(finished.read_text) == "done\n"
+
+
+def test_config_text_reaches_the_cluster_verbatim_and_mapped_values_are_resolved() -> None:
+    """Jinja misread shell before: a termination_cmd with bash's ``${#a[@]}`` failed the task at
+    rendering ("Missing end of comment tag"), and ``{{`` would have been evaluated."""
+    import jinja2
+    from airflow.sdk import DAG
+
+    from autoexp.campaign.dags.airflow_internals import (
+        KeyedMappedArgument,
+        ListOfDictsExpandInput,
+        MappedTaskGroup,
+    )
+
+    command = 'a=(1 2); [ ${#a[@]} -eq 2 ] && awk "{{print}}" /dev/null; echo 1'
+    expand_input = ListOfDictsExpandInput([{"name": "job-a"}, {"name": "job-b"}])
+    with (
+        DAG("verbatim", schedule=None) as dag,
+        MappedTaskGroup(group_id="g", expand_input=expand_input),
+    ):
+        CampaignSlurmOperator(
+            task_id="t",
+            phase="pretrain",
+            ssh_conn_id="c",
+            remote_dir="/r",
+            script_path="/s {#",
+            completion_command=command,
+            completion_regex=r"done \d{2}",
+            job_name=KeyedMappedArgument(input=expand_input, key="name"),
+            environment={"X": "{{ ds }}"},
+        )
+    task = dag.task_dict["g.t"]
+    context: Any = {"ds": "2026-12-02", "ti": SimpleNamespace(map_index=1)}
+    task.render_template_fields(context, jinja_env=jinja2.Environment())
+    assert task.completion_command == command
+    assert (task.script_path, task.completion_regex) == ("/s {#", r"done \d{2}")
+    assert task.environment == {"X": "{{ ds }}"}
+    assert task.job_name == "job-b"
