@@ -125,3 +125,20 @@ def _needed(requests: Sequence[Any]) -> frozenset[str] | None:
             return None
         ids.add(dag_id)
     return frozenset(ids)
+
+
+# -- the triggerer's copy of the DAG per started task (used by the checkpoint waits) ----------------
+# A trigger that starts its task (``start_from_trigger``) gets a RuntimeTaskInstance built from its
+# own deserialized copy of the whole DAG, and its template context, cached in that task instance,
+# holds the DAG too: both live as long as the trigger (``TriggerRunner.create_runtime_ti`` and
+# ``run_trigger``'s locals). A wait reads its Params and map index once; no public API lets it
+# give the copy back.
+
+
+def release_task(ti: Any) -> None:
+    """Drop the DAG copy a started trigger's task instance holds (its task and template context)."""
+    context = getattr(ti, "_cached_template_context", None)
+    if isinstance(context, dict):
+        context.clear()  # the same dict the triggerer's run_trigger holds as ``context``
+    if getattr(ti, "task", None) is not None:
+        ti.task = None

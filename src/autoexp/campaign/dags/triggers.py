@@ -18,6 +18,7 @@ from slurm_operator.states import SlurmState
 from slurm_operator.triggers import SlurmJobTrigger, arguments
 
 from autoexp.campaign.dags import ti_states
+from autoexp.campaign.dags.airflow_internals import release_task
 from autoexp.campaign.planning.checkpoint_layout import (
     TRACKER_FILE,
     SettleTracker,
@@ -157,6 +158,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         ti = self.task_instance
         if ti is not None and self.state_dir:
             reason = self._bind(ti)
+            # Its own copy of the DAG (~75-100 KB a wait in the triggerer) is not read any more.
+            release_task(ti)
             if reason is not None:
                 self.log.info("%s", reason)
                 yield TaskSkippedEvent()

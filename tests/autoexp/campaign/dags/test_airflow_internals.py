@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -136,3 +137,50 @@ def test_a_callback_only_parse_names_the_dags_its_callbacks_need() -> None:
     failing = [TaskCallbackRequest("demo_demo_small_lr0.01_bs4", True)]
     built = _in_processor_parse(failing, lambda: build_dags(demo))
     assert [d.dag_id for d in built] == ["demo_demo_small_lr0.01_bs4"]
+
+
+# -- the triggerer's copy of the DAG per started task (used by the checkpoint waits) ----------------
+
+
+def test_a_started_trigger_s_dag_copy_is_released_with_its_context() -> None:
+    """Built as the triggerer builds it (``create_runtime_ti`` from the serialized DAG), the task
+    instance holds the DAG through its task and its cached template context; after release_task
+    nothing does, and the context the triggerer kept (the same dict) is empty."""
+    import gc
+    import uuid
+    import weakref
+    from datetime import datetime
+
+    from airflow.executors.workloads.task import TaskInstanceDTO
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    with DAG("internals_release", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        EmptyOperator(task_id="wait")
+    ti = TaskInstanceDTO(
+        id=uuid.uuid4(),
+        task_id="wait",
+        dag_id=dag.dag_id,
+        run_id="r1",
+        try_number=1,
+        dag_version_id=uuid.uuid4(),
+        pool_slots=1,
+        priority_weight=1,
+    )
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    run = {"dag_id": dag.dag_id, "run_id": "r1", "logical_date": None, "data_interval_start": None,
+           "data_interval_end": None, "run_after": now, "start_date": now, "end_date": None,
+           "run_type": "manual", "state": "running", "consumed_asset_events": [],
+           "partition_key": None}  # fmt: skip
+    runtime = TriggerRunner.create_runtime_ti(ti, DagSerialization.to_dict(dag), run)
+    context = runtime.get_template_context()  # what run_trigger holds for the trigger's life
+    copy = weakref.ref(runtime.task.dag)
+    assert context["dag"] is copy()
+    airflow_internals.release_task(runtime)
+    gc.collect()
+    assert copy() is None
+    assert context == {}
+    assert runtime.task is None
+    assert (runtime.dag_id, runtime.run_id, runtime.map_index) == (dag.dag_id, "r1", -1)

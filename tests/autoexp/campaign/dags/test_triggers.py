@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -441,9 +442,14 @@ class StartedTI(FakeTI):
 
     def __init__(self, map_index: int, params: dict[str, Any]) -> None:
         self.map_index, self.params = map_index, params
+        # Stands in for the task of the triggerer's copy of the DAG.
+        self.task: object | None = SimpleNamespace(template_ext=(), start_trigger_args=None)
+        self._cached_template_context: dict[str, Any] | None = None
 
     def get_template_context(self) -> dict[str, Any]:
-        return {"params": self.params}
+        if self._cached_template_context is None:
+            self._cached_template_context = {"params": self.params, "task": self.task}
+        return self._cached_template_context
 
 
 def started_wait(conn_id: str, base: Path, ti: StartedTI) -> PhaseCheckpointTrigger:
@@ -487,6 +493,10 @@ async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
     event = await first_raw_event(second)
     assert isinstance(event, TaskSuccessEvent)
     assert second.iteration == 40
+    # Its Params read, the wait gives back the triggerer's copy of the DAG (task and context).
+    started = second.task_instance
+    assert started.task is None
+    assert started._cached_template_context == {}
     # No deferring worker process, so no shortest deferral (10 s by default): the event comes at once.
     assert loop.time() - start < 9
     # The outcome markers of its own run: the training of run r1 failed, iteration 60 never comes.
