@@ -8,11 +8,13 @@ are generated: ``--dags`` DAGs of 25 tasks (the seed's size), each with one mapp
 never come, padded with EmptyOperators downstream of them. The DAGs are triggered in ``--steps``
 equal parts; after each, once every wait of the triggered runs is deferred, the triggerer's tree is
 sampled for ``--settle`` seconds (the runner creates the triggers: reported apart) and then for
-``--hold`` seconds (the steady state). First the idle triggerer, with nothing deferred: Airflow's own floor.
+``--hold`` seconds (the steady state). First the idle triggerer, with nothing deferred: Airflow's
+own floor.
 
-Per row: waits deferred, the tree's CPU (% of one core), RSS and PSS (shared pages split between the
-processes that share them: the runner is forked from the supervisor), memory per wait above the
-idle row, and the SSH requests per poll interval the server ran (path batches and others).
+Per row: waits deferred and triggers the triggerer holds (at most ``--capacity``), the tree's CPU
+(% of one core), RSS and PSS (shared pages split between the processes that share them: the runner
+is forked from the supervisor), memory per trigger held above the idle row, and the SSH requests
+per poll interval the server ran (path batches and others).
 
     .venv/bin/python bench/bench_triggerer_airflow.py --dags 100 --waits 28 --steps 2 --hold 60
 """
@@ -138,6 +140,14 @@ def _deferred(stack: AirflowStack) -> int:
     return int(got["total_entries"])
 
 
+def _running(stack: AirflowStack) -> int:
+    """Triggers a triggerer holds now (assigned); deferred task instances beyond its capacity are not."""
+    database = stack.database_url.rsplit("/", 1)[-1].split("?")[0]
+    sql = "SELECT count(*) FROM trigger WHERE triggerer_id IS NOT NULL"
+    ((count,),) = session.server().query(sql, database=database)
+    return int(count)
+
+
 def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = start_cluster(prefix="bench-trig-cluster-")
     sshd = start_counting_sshd(cluster, base / "sshd", conn_id="slurm_bench")
@@ -150,7 +160,13 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 dags=args.dags, waits=args.waits, root=base / "runs", conn_id=sshd.conn_id, poll=args.poll
             )
         )
-        env = {sshd.conn_env_var: sshd.conn_json, "AIRFLOW__CORE__PARALLELISM": "8"}
+        env = {
+            sshd.conn_env_var: sshd.conn_json,
+            "AIRFLOW__CORE__PARALLELISM": "8",
+            # Airflow's default, 1,000 triggers per triggerer, leaves the rest of the seed's ~2,800
+            # waits unassigned (deferred, but watched by no one).
+            "AIRFLOW__TRIGGERER__CAPACITY": str(args.capacity),
+        }
         stack = start_stack(base / "airflow", dags_folder, env)
         ids = [f"bench_waits_{n:03d}" for n in range(args.dags)]
 
@@ -177,15 +193,17 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                     return False
 
             took = _wait_for(stack, f"{expected} waits deferred", all_deferred, 1800)
-            row = {"waits_deferred": _deferred(stack), "seconds_to_defer": took}
+            row: dict[str, Any] = {"waits_deferred": _deferred(stack), "seconds_to_defer": took}
             print(f"# {row['waits_deferred']} waits deferred after {took} s", file=sys.stderr, flush=True)
             # The runner creates the triggers after the rows say "deferred" (one DAG deserialized per
             # wait, its first rounds): what that costs is reported apart from the steady state.
             row["settle"] = _hold(stack, sshd, args.settle, args.poll)
-            rows.append({**row, **_hold(stack, sshd, args.hold, args.poll)})
+            row.update(_hold(stack, sshd, args.hold, args.poll))
+            row["triggers_running"] = _running(stack)  # at the hold's end: all handed out by then
+            rows.append(row)
         idle = rows[0]
         for row in rows[1:]:
-            n = row["waits_deferred"]
+            n = row["triggers_running"]
             row["rss_kb_per_wait"] = round((row["rss_mb"] - idle["rss_mb"]) * 1024 / n, 1)
             row["pss_kb_per_wait"] = round((row["pss_mb"] - idle["pss_mb"]) * 1024 / n, 1)
         return {"dags": args.dags, "waits_per_dag": args.waits, "parse_wait_s": parse_s, "rows": rows}
@@ -204,6 +222,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=60, help="seconds after each part before the hold")
     ap.add_argument("--hold", type=float, default=60, help="seconds sampled after the settle")
     ap.add_argument("--poll", type=float, default=5.0, help="the waits' poll interval")
+    ap.add_argument("--capacity", type=int, default=5000, help="[triggerer] capacity (Airflow's: 1000)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-trig-"))
     base.chmod(0o755)

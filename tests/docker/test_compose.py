@@ -191,3 +191,19 @@ def test_pools_are_created_counting_deferred_tasks(script: str) -> None:
     assert lines, f"{script} creates no pool"
     for line in lines:
         assert "--include-deferred" in line, f"{script}: {line.strip()}"
+
+
+def test_the_triggerer_holds_every_wait_of_the_seed_campaign_at_once(services: dict[str, Any]) -> None:
+    """Each running experiment defers all its checkpoint and branch waits and its trainings' job
+    triggers; a triggerer runs at most [triggerer] capacity of them (Airflow's default 1,000)."""
+    from autoexp.campaign.planning.planned_config import PlannedConfig
+
+    planned = PlannedConfig.load(REPO / "config" / "scaling_exps.yaml")
+    waits = 0
+    for dag_plan in planned.dag_plans():
+        for phase in dag_plan.phases:
+            waits += 1 + (phase.branch_wait is not None)  # the training's job trigger, its branch wait
+            waits += len(phase.checkpoints.instances) if phase.checkpoints is not None else 0
+    assert waits > 1000  # more than Airflow's default capacity
+    capacity = int(services["airflow-triggerer"]["environment"]["AIRFLOW__TRIGGERER__CAPACITY"])
+    assert capacity >= waits, f"the seed defers {waits} triggers at once"
