@@ -91,7 +91,10 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
     hook.cancel(cancel)
 
     ids = [ok, fail, cancel, parent, child, array]
-    states = poll_until_terminal(hook, ids, deadline_s=60)
+    # The array's task rows too: under load, accounting once had no row for task 0 yet while the
+    # array's record was already final (fresh clone, 2026-12-02: KeyError on "<array>_0" below).
+    tasks = [f"{array}_{i}" for i in range(3)]
+    states = poll_until_terminal(hook, [*ids, *tasks], deadline_s=60)
     assert states.source == "sacct"
     assert states.authoritative
     rec = states.records
