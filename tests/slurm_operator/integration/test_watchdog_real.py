@@ -97,10 +97,12 @@ def _check_hung_job_is_cancelled_and_resumes(w: Watched) -> None:
     assert w.stack.wait_run("wd_hung", w.runs["wd_hung"], timeout=240) == "success"
     first, second = w.attempts("wd_hung")
     assert (first["state"], second["state"]) == ("HUNG", "COMPLETED")
-    # Judged within a few polls (3 s) of the 20 s progress_timeout, counted on the cluster's clock.
+    # Never before the 20 s progress_timeout, counted on the cluster's clock; judged within a few polls
+    # (3 s) of it. The upper bound allows a loaded triggerer's late polls: 34 s was seen at the end of
+    # a fresh-clone `make test` (three workers' stacks at once), 20-30 s on a calm machine.
     quiet = re.match(rf"job {first['job_id']} made no progress for (\d+) s: ", first["extra"]["hung"])
     assert quiet is not None, first["extra"]
-    assert 20 <= int(quiet.group(1)) <= 30, first["extra"]
+    assert 20 <= int(quiet.group(1)) <= 45, first["extra"]
     assert (first["progress"], second["progress"]) == ("3", "iteration 4")
     rows = sacct_rows(w.cluster, "af-wd_hung-")
     # Slurm's own record of the hung attempt: cancelled (by us), then the resubmission completed.
