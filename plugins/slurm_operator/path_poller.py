@@ -35,11 +35,13 @@ class _RunHook(Protocol):
 
 @dataclass(frozen=True)
 class PathRound:
-    """What one round told one wait: ``answers``, or ``error`` (``failures`` rounds failed in a row)."""
+    """What one round told one wait: ``answers``, or ``error`` (``failures`` rounds failed in a row);
+    ``read_at``: monotonic time the round's command was sent (nothing in it is older)."""
 
     answers: Mapping[Read, Answer] = field(default_factory=dict)
     error: str | None = None
     failures: int = 0
+    read_at: float = field(default_factory=time.monotonic)
 
     @functools.cached_property
     def index(self) -> path_batch.AnswerIndex:
@@ -210,7 +212,7 @@ class PathPoller:
         if requests:
             self.rounds += 1
             try:
-                result = PathRound(await self._query(requests))
+                result = PathRound(await self._query(requests), read_at=result.read_at)
                 self._failures = 0
             except Exception as exc:
                 # Anything costs one round, never the poller task: every waiting trigger depends on it.

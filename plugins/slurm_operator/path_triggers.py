@@ -197,10 +197,12 @@ class RemotePathTrigger(BaseTrigger):
         await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
         yield event
 
-    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles) -> TriggerEvent | None:
+    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles, read_at: float) -> TriggerEvent | None:
         """After each check that found the condition unmet: an event ends the wait (a subclass's reasons).
 
-        Read through ``files`` (batched with every other wait); ``hook`` is for actions (scancel).
+        Read through ``files`` (batched with every other wait), whose answers are no older than
+        ``read_at`` (monotonic): a subclass that learns something outside the files can tell a
+        reading taken before it from one taken after. ``hook`` is for actions (scancel).
         """
         return None
 
@@ -247,7 +249,7 @@ class RemotePathTrigger(BaseTrigger):
         last_ok = time.monotonic()
         while True:
             try:
-                if (event := await self._judge(condition, hook, hook)) is not None:
+                if (event := await self._judge(condition, hook, hook, time.monotonic())) is not None:
                     yield event
                     return
                 last_ok = time.monotonic()
@@ -271,7 +273,7 @@ class RemotePathTrigger(BaseTrigger):
             try:
                 if result.error is not None:
                     raise SlurmError(result.error)
-                if (event := await self._judge(condition, files, hook)) is not None:
+                if (event := await self._judge(condition, files, hook, result.read_at)) is not None:
                     yield event
                     return
                 last_ok = time.monotonic()
@@ -290,14 +292,14 @@ class RemotePathTrigger(BaseTrigger):
             watch.report(files.asked if result.error is None else None, missed)
 
     async def _judge(
-        self, condition: PathCondition, files: RemoteFiles, hook: AsyncSlurmHook
+        self, condition: PathCondition, files: RemoteFiles, hook: AsyncSlurmHook, read_at: float
     ) -> TriggerEvent | None:
         """One check: the success event, a subclass's ending, or None to go on."""
         data = await condition.check(files, self.path)
         if data is not None:
             message = condition.done_message(self.path)
             return self._event(events.SUCCESS, message, data, offset=condition.offset)
-        return await self.not_yet(hook, files)
+        return await self.not_yet(hook, files, read_at)
 
     def _failed(self, condition: PathCondition, last_ok: float, exc: SlurmError) -> TriggerEvent | None:
         """The error event once the failure budget is spent, else None (logged; retried)."""

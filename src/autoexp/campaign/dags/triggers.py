@@ -24,6 +24,7 @@ from autoexp.campaign.planning.checkpoint_layout import (
     SettleTracker,
     TrackerParseError,
     complete_iterations,
+    read_tracker,
 )
 from autoexp.campaign.planning.phase_gate import skip_reason
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
@@ -75,9 +76,10 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
 
     After each poll that did not find the iteration: the training's outcome markers (written by its
     task on the cluster), then whether the training was stopped (its ``stopped_path`` marker, or its
-    task instance in a stopped state). A stopped training ends the wait at once as *skipped*,
-    straight from the triggerer (no worker start-up): the run then finishes and the DAG's next run
-    (``max_active_runs=1``) can start.
+    task instance in a stopped state). A stopped training ends the wait on the next poll as
+    *skipped*, straight from the triggerer (no worker start-up), unless that poll finds the tracker
+    at the iteration (then the checkpoint is awaited: see ``not_yet``): the run then finishes and
+    the DAG's next run (``max_active_runs=1``) can start.
 
     :param failed_path: marker the training task writes when its last try failed: the iteration
         will never come, so the wait ends with an error event (``data.training_ended``).
@@ -152,6 +154,9 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self._ended_at = 0.0
         self._stop: asyncio.Event | None = None
         self._since = float("inf")
+        self._stop_why: str | None = None  # why the training stopped (learnt outside the files)
+        self._stop_seen_at = 0.0
+        self._stop_logged = False
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
@@ -215,18 +220,62 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         await stop.wait()
         self.hurry()
 
-    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles) -> TriggerEvent | None:
-        """A failed, finished or stopped training ends the wait: the iteration cannot come."""
+    async def not_yet(self, hook: AsyncSlurmHook, files: RemoteFiles, read_at: float) -> TriggerEvent | None:
+        """A failed, finished or stopped training ends the wait, but never for an iteration it saved.
+
+        Each ending is decided on one reading: the outcome markers and the tracker of one round.
+        A stop learnt outside the files (the task state, the training trigger's announcement) is
+        decided on the first round read after it was learnt, so that a checkpoint saved just before
+        the stop (or the success) is seen. An iteration the tracker reached is awaited: it settles
+        and the wait succeeds, or ``grace`` ends it; only iterations beyond the tracker are skipped.
+        """
+        now = time.monotonic()
         if self._ended is None:
             self._ended = await self._outcome(files)
-            self._ended_at = time.monotonic()
-        if self._ended is None and (why := self._announced() or await self._stopped(hook, files)):
-            self.log.info("iteration %s of %s will not come: %s; skipped", self.iteration, self.path, why)
-            return TaskSkippedEvent()
+            self._ended_at = now
+        if self._ended is None:
+            if self._stop_why is None:
+                if not (why := self._announced() or await self._stopped(hook, files)):
+                    return None
+                self._stop_why, self._stop_seen_at = why, now
+                self.hurry()  # the reading that decides is the next round's
+            if read_at < self._stop_seen_at:
+                return None
+            return await self._after_stop(files, now)
         # A checkpoint saved just before the end still gets the time to settle.
-        if self._ended is not None and time.monotonic() - self._ended_at > self.grace:
+        if now - self._ended_at > self.grace:
             message = f"iteration {self.iteration} of {self.path} will not come: {self._ended}"
             return self._event(events.ERROR, message, {"training_ended": True})
+        return None
+
+    async def _after_stop(self, files: RemoteFiles, now: float) -> TriggerEvent | None:
+        """On a reading taken after the stop: skipped, unless the tracker reached the iteration."""
+        present, latest = await read_tracker(files, self.path.rstrip("/"))
+        reached = present and (latest is None or latest >= self.iteration)
+        if not reached:
+            self.log.info(
+                "iteration %s of %s will not come: %s; skipped", self.iteration, self.path, self._stop_why
+            )
+            return TaskSkippedEvent()
+        if now - self._stop_seen_at > self.grace:
+            self.log.warning(
+                "iteration %s of %s: the tracker reached it (%s) but it was not complete within %.0f s "
+                "of the stop (%s); skipped",
+                self.iteration,
+                self.path,
+                latest,
+                self.grace,
+                self._stop_why,
+            )
+            return TaskSkippedEvent()
+        if not self._stop_logged:
+            self._stop_logged = True
+            self.log.info(
+                "%s, but the tracker reached iteration %s (%s): waiting for it to settle",
+                self._stop_why,
+                self.iteration,
+                latest,
+            )
         return None
 
     async def nap(self) -> None:

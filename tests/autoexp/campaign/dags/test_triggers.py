@@ -183,6 +183,48 @@ async def test_a_stopped_training_skips_the_wait_at_once(
     assert loop.time() - start < 30  # one poll (seconds; more with load 30 here), not the wait budget
 
 
+@pytest.mark.parametrize("state", ["failed", "success"])
+async def test_a_checkpoint_saved_just_before_the_stop_is_still_reported(
+    slurm_cluster: Any, tmp_path: Path, comms: Any, state: str
+) -> None:
+    """The training saved iteration 20 and then stopped (or succeeded) before the checkpoint had
+    settled: its wait succeeds; the wait for 40 (beyond the tracker) is skipped."""
+    save_legacy_checkpoint(tmp_path / "checkpoints", 20)
+    comms({"pretrain.train": state})
+    saved, beyond = (make_trigger(slurm_cluster.conn_id, tmp_path, iteration=it) for it in (20, 40))
+    for wait in (saved, beyond):
+        wait.settle_seconds = 1.0  # several polls: the stop is seen while the checkpoint settles
+        wait.condition_kwargs["settle_seconds"] = 1.0
+        wait.grace = 30.0
+        wait.task_instance = FakeTI()  # type: ignore[assignment]
+    first, second = await asyncio.gather(first_raw_event(saved), first_raw_event(beyond))
+    assert isinstance(second, TaskSkippedEvent), second
+    event = SlurmEvent.from_payload(first.payload)
+    assert (event.status, event.data["iterations"]) == ("success", [20])
+
+
+async def test_a_stop_is_decided_on_a_reading_taken_after_it(
+    slurm_cluster: Any, tmp_path: Path, comms: Any
+) -> None:
+    """The round's tracker said 10 (read before the save of 20), the task state says success now:
+    the wait does not skip on that old reading but reads again, finds 20 and reports it."""
+    save_legacy_checkpoint(tmp_path / "checkpoints", 10)
+    comms({"pretrain.train": "success"})
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path, iteration=20)
+    wait.grace = 30.0
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    original = wait.not_yet
+
+    async def save_then_look(hook: Any, files: Any, read_at: float) -> Any:
+        if not (tmp_path / "checkpoints" / "iter_0000020").exists():
+            save_legacy_checkpoint(tmp_path / "checkpoints", 20)  # written after this round's reads
+        return await original(hook, files, read_at)
+
+    wait.not_yet = save_then_look  # type: ignore[method-assign]
+    event = SlurmEvent.from_payload((await first_raw_event(wait)).payload)
+    assert (event.status, event.data["iterations"]) == ("success", [10, 20])
+
+
 async def test_the_waits_of_a_run_share_one_answer_per_half_poll(comms: Any) -> None:
     fake = comms({"pretrain.train": "running"}, delay=0.2)
     ask = [ti_states.shared_task_state("d", "r1", "pretrain.train", max_age=30) for _ in range(20)]
