@@ -10,7 +10,10 @@ Airflow 3.3.2 has no public API for either need:
   (``task_runner.SUPERVISOR_COMMS``) has the coroutine ``asend``;
 - a running trigger cannot update its own kwargs, and its supervisor does not serve the
   ``task_state_store``; it does serve the task instance's XComs through the task SDK's ``XCom``
-  client (``relay_position`` keeps the log relay position there).
+  client (``relay_position`` keeps the log relay position there);
+- a listener told of a task instance's new state (``on_task_instance_failed``/``_success``) gets
+  the API server's ORM row, whose trigger (class path and decrypted kwargs) is reachable only
+  through the ORM relationship ``TaskInstance.trigger``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "TRIGGER_FAIL_REPR",
     "TriggerFailureReason",
     "deferral_timed_out",
+    "deferred_trigger",
     "in_triggerer",
     "xcom_get",
     "xcom_set",
@@ -55,3 +59,17 @@ def in_triggerer() -> bool:
     from airflow.sdk.execution_time import task_runner
 
     return callable(getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "asend", None))
+
+
+def deferred_trigger(ti: Any) -> tuple[str, dict[str, Any]] | None:
+    """(class path, kwargs) of the trigger a listener's task instance still points at, else None.
+
+    None for the task SDK's runtime instance (a task's own process has no trigger row) and for a
+    task instance that is not deferred any more.
+    """
+    if getattr(ti, "trigger_id", None) is None:
+        return None
+    row = getattr(ti, "trigger", None)  # lazy-loaded through the session that set the state
+    if row is None:
+        return None
+    return str(row.classpath), dict(row.kwargs)

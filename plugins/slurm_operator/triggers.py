@@ -283,8 +283,16 @@ class SlurmJobTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """A user acted on the deferred task: cancel the job so it does not run on unattended."""
-        if not self.cancel_on_kill:
-            return
-        self.log.info("task killed while deferred: scancel %s", self.job_id)
+        if self.cancel_on_kill:
+            await self._cancel("task killed while deferred")
+
+    async def on_task_stopped(self, state: str) -> None:
+        """The deferred task was set to ``state`` (failed, success) by someone else, seen outside any
+        triggerer (``slurm_operator.listener``, in the process that set it): cancel the job."""
+        if self.cancel_on_kill:
+            await self._cancel(f"task set to {state} while deferred")
+
+    async def _cancel(self, why: str) -> None:
+        self.log.info("%s: scancel %s", why, self.job_id)
         marker = cancel_marker_path(self.log_path) if self.log_path else None  # says it was us
         await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id, marker=marker, reason=ON_KILL_REASON)

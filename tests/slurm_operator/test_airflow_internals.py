@@ -25,3 +25,31 @@ def test_the_task_sdk_xcom_client_takes_the_arguments_the_relay_position_passes(
     assert inspect.iscoroutinefunction(XCom.aset)
     assert where <= set(inspect.signature(XCom.aget_one).parameters)
     assert where | {"value"} <= set(inspect.signature(XCom.aset).parameters)
+
+
+def test_a_listener_s_task_instance_reaches_its_trigger_row_through_the_orm() -> None:
+    """What ``deferred_trigger`` reads: the API server hands listeners its ORM row, whose ``trigger``
+    relationship holds the class path and the decrypted kwargs."""
+    from types import SimpleNamespace
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+
+    assert TaskInstance.trigger.property.mapper.class_ is Trigger
+    assert {"trigger_id", "state"} <= set(TaskInstance.__table__.columns.keys())
+    assert isinstance(Trigger.kwargs, property)
+    assert "classpath" in Trigger.__table__.columns
+    row = SimpleNamespace(classpath="slurm_operator.triggers.SlurmJobTrigger", kwargs={"job_id": "7"})
+    found = airflow_internals.deferred_trigger(SimpleNamespace(trigger_id=3, trigger=row))
+    assert found == ("slurm_operator.triggers.SlurmJobTrigger", {"job_id": "7"})
+    assert airflow_internals.deferred_trigger(SimpleNamespace(trigger_id=None, trigger=row)) is None
+    assert airflow_internals.deferred_trigger(SimpleNamespace(map_index=-1)) is None  # the task SDK's
+
+
+def test_the_api_server_tells_listeners_of_a_state_it_sets() -> None:
+    """``slurm_operator.listener`` relies on the API server's own listener calls for a PATCH."""
+    from airflow.api_fastapi.core_api.services.public import task_instances
+
+    source = inspect.getsource(task_instances._emit_state_listener_hooks)
+    assert "on_task_instance_failed" in source
+    assert "on_task_instance_success" in source

@@ -418,6 +418,12 @@ class CampaignJobTrigger(SlurmJobTrigger):
         if self.cancel_on_kill and self.stopped_path:
             await self._leave_stopped(state)
 
+    async def on_task_stopped(self, state: str) -> None:
+        """Cancelled for a stop seen outside the triggerer; the marker then ends the phase's waits."""
+        await super().on_task_stopped(state)
+        if self.cancel_on_kill and self.stopped_path:
+            await self._leave_stopped(state)
+
     async def _task_state(self) -> str | None:
         """The task instance's state now ("none" for none), None if unknown within state_timeout."""
         ti = self.task_instance
