@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from slurm_operator import cancels
+from slurm_operator import cancels, error_lines
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import Attempt, Verdict
@@ -24,7 +24,7 @@ from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
 logger = logging.getLogger(__name__)
 
 TAIL_BYTES = 256 * 1024
-TAIL_LINES = 20
+TAIL_LINES = error_lines.TAIL_LINES
 
 CompletionCheck = Callable[[SlurmHook, Attempt], bool]
 
@@ -206,9 +206,16 @@ def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> At
     return replace(attempt, hung=why)
 
 
-def failure_message(hook: SlurmHook, attempt: Attempt, decision: Decision) -> str:
-    """The task's error for a failed attempt: job, state, exit code, reason, log and its last lines."""
-    tail = log_tail(hook, attempt.log_path)
+def failure_message(
+    hook: SlurmHook,
+    attempt: Attempt,
+    decision: Decision,
+    patterns: error_lines.LogPatterns = error_lines.GENERIC,
+) -> str:
+    """The task's error for a failed attempt: job, state, exit code, reason, log and its error lines
+    (``error_lines.error_lines`` of its tail: the first error line, then the last TAIL_LINES lines
+    that are not boilerplate; ``patterns`` adds the caller's launcher's to srun's)."""
+    tail = error_lines.error_text(read_tail(hook, attempt.log_path), patterns)
     return (
         f"Slurm job {attempt.job_id} {attempt.shown_state} (exit code {attempt.exit_code}), attempt "
         f"{attempt.attempt}: {decision.reason}; log {attempt.log_path}; last {TAIL_LINES} lines:\n{tail}"
@@ -253,8 +260,3 @@ def read_tail(hook: SlurmHook, path: str) -> str:
         return hook.read_log(path, max(0, size - TAIL_BYTES), TAIL_BYTES).text
     except (RemotePathNotFoundError, SlurmError) as exc:
         return f"<log unreadable: {exc}>"
-
-
-def log_tail(hook: SlurmHook, path: str) -> str:
-    """The last TAIL_LINES lines of a remote log, for failure messages."""
-    return "\n".join(read_tail(hook, path).splitlines()[-TAIL_LINES:])

@@ -1,0 +1,37 @@
+"""What a training's log prints that never says why it ended: torchrun's shutdown report.
+
+A rank that raises makes torchrun stop the others (``W... torch/distributed/elastic/...`` lines),
+print its own traceback ending in ``ChildFailedError`` and a failure table (``Root Cause (first
+observed failure)``), then srun reports the step's exit code. The Slurm plugin's error-line picking
+(``slurm_operator.error_lines``) leaves these out with the patterns below, so that an alert shows
+the line that ended the job (``AssertionError: found NaN in local grad norm``, ``loss is nan``, a
+checkpoint that ``is unreadable``) and the trainer's lines before it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from slurm_operator.error_lines import GENERIC
+
+TORCHRUN_BOILERPLATE: Final[tuple[str, ...]] = (
+    # torch's elastic agent logs (glog style, and the logging module's default format)
+    r"^(?:\[[^\]\n]*\]:?[ \t]?)?[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/distributed/.*$",
+    r"^(?:INFO|WARNING|ERROR):torch\.distributed\..*$",
+    r"^\*{5,}\n(?:Setting OMP_NUM_THREADS.*\n)+\*{5,}$",
+    # the launcher's own traceback: from its header through the indented frames under torchrun
+    r'^Traceback \(most recent call last\):\n[ \t]+File "[^"\n]*(?:/torchrun|/torch/distributed/run\.py)"'
+    r".*(?:\n[ \t]+.*)*$",
+    r"^torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError:[ \t]*$",
+    # its failure table
+    r"^={20,}[ \t]*$",
+    r"^-{20,}[ \t]*$",
+    r"^\S+ FAILED[ \t]*$",
+    r"^Failures:[ \t]*$",
+    r"^[ \t]*<NO_OTHER_FAILURES>[ \t]*$",
+    r"^Root Cause \(first observed failure\):[ \t]*$",
+    r"^\[\d+\]:[ \t]*$",
+    r"^[ \t]+(?:time|host|rank|exitcode|error_file|traceback)[ \t]*: .*$",
+)
+
+TRAINING_LOG: Final = GENERIC.with_boilerplate(TORCHRUN_BOILERPLATE)

@@ -1,0 +1,75 @@
+"""A training's error lines: torchrun's and srun's shutdown report left out, the line that ended the
+job shown (real-looking tails of a Megatron NaN, a toy trainer's NaN loss, an unreadable checkpoint)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from slurm_operator.error_lines import GAP, GENERIC, error_lines
+
+from autoexp.campaign.planning.training_log import TRAINING_LOG
+
+DATA = Path(__file__).parent / "data" / "training_logs"
+NAN = (
+    "[rank0]: AssertionError: found NaN in local grad norm in backward pass before data-parallel "
+    "communication collective. Device: 0, node: node001"
+)
+UNREADABLE = (
+    "[rank0]: RuntimeError: /scratch/runs/exp/checkpoints/iter_0000300/mp_rank_00/model_optim_rng.pt "
+    "is unreadable, not a torch.save file"
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "last", "expected"),
+    [
+        (
+            "loss_nan.log",
+            20,
+            [
+                "iteration 118/400 loss 2.913",
+                "iteration 119/400 loss 2.907",
+                "iteration 120/400 loss nan",
+                "loss is nan at iteration 120: stopping",
+            ],
+        ),
+        ("loss_nan.log", 1, ["iteration 120/400 loss nan", GAP, "loss is nan at iteration 120: stopping"]),
+        # Megatron's "number of nan iterations: 0" is no error: the first error line is rank 0's assertion
+        (
+            "nan_assertion.log",
+            2,
+            [
+                NAN,
+                GAP,
+                "[rank1]:     pretrain(",
+                NAN.replace("rank0", "rank1").replace("Device: 0", "Device: 1"),
+            ],
+        ),
+        (
+            "unreadable_checkpoint.log",
+            3,
+            [
+                '[rank0]:   File "/opt/megatron/megatron/training/checkpointing.py", line 1021, '
+                "in load_checkpoint",
+                "[rank0]:     state_dict = torch.load(checkpoint_name, map_location='cpu')",
+                UNREADABLE,
+            ],
+        ),
+    ],
+)
+def test_the_error_lines_of_a_training(log: str, last: int, expected: list[str]) -> None:
+    assert error_lines((DATA / log).read_text(), TRAINING_LOG, last) == expected
+
+
+@pytest.mark.parametrize("log", ["loss_nan.log", "nan_assertion.log", "unreadable_checkpoint.log"])
+def test_no_launcher_line_is_left_and_the_cause_is_first(log: str) -> None:
+    text = (DATA / log).read_text()
+    shown = "\n".join(error_lines(text, TRAINING_LOG))
+    noises = ("torch.distributed", "ChildFailedError", "Root Cause", "srun:", "=====", "exitcode", "torchrun")
+    for noise in noises:
+        assert noise not in shown, (noise, shown)
+    # srun's patterns alone hide no torchrun line, but the cause still comes first
+    generic = error_lines(text, GENERIC)
+    assert "Root Cause (first observed failure):" in generic
+    assert ("nan" in generic[0].lower()) or ("unreadable" in generic[0]), generic[0]
