@@ -17,7 +17,10 @@ from functools import cache
 from typing import Final
 
 TAIL_LINES: Final = 20
-GAP: Final = "[...]"  # stands for the lines left out between the first error line and the last lines
+FIRST_ERROR_LINES: Final = 5  # at most this many consecutive error lines from the first one
+# Stands for the lines left out between the first error line and the last lines; never itself kept,
+# so that picking again from a picked text (an alert from an operator's error) adds no second one.
+GAP: Final = "[...]"
 
 # Lines srun and slurmstepd print when a step ends (after the job's own error, never the cause);
 # blank lines say nothing either. Regexes in multi-line mode, one line each.
@@ -86,12 +89,13 @@ def boilerplate_lines(text: str, patterns: LogPatterns = GENERIC) -> set[int]:
 def error_lines(text: str, patterns: LogPatterns = GENERIC, last: int = TAIL_LINES) -> list[str]:
     """The lines of ``text`` (a log's tail) that say why the job ended.
 
-    Its last ``last`` lines that are not boilerplate, preceded by its first error line and ``GAP``
-    when that line is further up (the first NaN or exception usually started the end; what follows
-    it, other ranks' copies, is left out). A traceback frame's source line is never the error line.
+    Its last ``last`` lines that are not boilerplate, preceded by its first error line (with the
+    error lines right after it, up to FIRST_ERROR_LINES) and ``GAP`` where lines are left out, when
+    that line is further up: the first NaN or exception usually started the end; what follows it
+    (other ranks' copies) is left out. A traceback frame's source line is never an error line.
     """
     lines = text.splitlines()
-    noise = boilerplate_lines(text, patterns)
+    noise = boilerplate_lines(text, patterns) | {i for i, line in enumerate(lines) if line == GAP}
     kept = [i for i in range(len(lines)) if i not in noise]
     tail = kept[-last:] if last > 0 else []
     error = _compiled(patterns)[1]
@@ -108,9 +112,16 @@ def error_lines(text: str, patterns: LogPatterns = GENERIC, last: int = TAIL_LIN
             first = i
             break
     shown = [lines[i] for i in tail]
-    if first is not None and (not tail or first < tail[0]):
-        return [lines[first], GAP, *shown] if shown else [lines[first]]
-    return shown
+    if first is None or (tail and first >= tail[0]):
+        return shown
+    # the first error line and the error lines right after it ("loss nan", then "loss is nan: stop")
+    head = [first]
+    for i in kept[kept.index(first) + 1 :]:
+        if len(head) == FIRST_ERROR_LINES or (tail and i >= tail[0]) or not error.search(lines[i]):
+            break
+        head.append(i)
+    between = bool(tail) and kept.index(tail[0]) > kept.index(head[-1]) + 1
+    return [lines[i] for i in head] + ([GAP] if between else []) + shown
 
 
 def error_text(text: str, patterns: LogPatterns = GENERIC, last: int = TAIL_LINES) -> str:

@@ -88,7 +88,8 @@ def test_a_traceback_frames_source_line_is_never_the_error_line() -> None:
         "KeyError: 'lr'\n"
         "a\nb\n"
     )
-    assert error_lines(text, last=2) == ["KeyError: 'lr'", GAP, "a", "b"]
+    assert error_lines(text, last=2) == ["KeyError: 'lr'", "a", "b"]
+    assert error_lines(text + "c\n", last=2) == ["KeyError: 'lr'", GAP, "b", "c"]
 
 
 def test_the_callers_boilerplate_may_span_lines() -> None:

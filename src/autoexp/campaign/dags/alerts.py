@@ -180,7 +180,7 @@ def _key_of(key: str, task_dict: Any) -> tuple[str, int]:
     if key in task_dict:
         return key, -1
     task, _, index = key.rpartition("_")
-    return task, int(index)
+    return (task, int(index)) if task and index.isdigit() else (key, -1)
 
 
 def _map_index(ti: Any) -> int:

@@ -19,10 +19,10 @@ TORCHRUN_BOILERPLATE: Final[tuple[str, ...]] = (
     r"^(?:\[[^\]\n]*\]:?[ \t]?)?[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/distributed/.*$",
     r"^(?:INFO|WARNING|ERROR):torch\.distributed\..*$",
     r"^\*{5,}\n(?:Setting OMP_NUM_THREADS.*\n)+\*{5,}$",
-    # the launcher's own traceback: from its header through the indented frames under torchrun
-    r'^Traceback \(most recent call last\):\n[ \t]+File "[^"\n]*(?:/torchrun|/torch/distributed/run\.py)"'
-    r".*(?:\n[ \t]+.*)*$",
-    r"^torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError:[ \t]*$",
+    # the launcher's own traceback: its indented frames (its header too, when the text has it) up to
+    # its ChildFailedError; a cut-off start (a window of the last lines) is still matched
+    r"^(?:Traceback \(most recent call last\):\n)?(?:[ \t]+.*\n)*?"
+    r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError:.*$",
     # its failure table
     r"^={20,}[ \t]*$",
     r"^-{20,}[ \t]*$",

@@ -10,6 +10,11 @@ from slurm_operator.error_lines import GAP, GENERIC, error_lines
 
 from autoexp.campaign.planning.training_log import TRAINING_LOG
 
+# A stand-in trainer that logs a NaN loss and asserts, under the real torchrun of this venv (Python
+# 3.11: its tracebacks have caret lines) and srun: the shape tests/e2e/test_alert_nan.py runs.
+REAL = "torchrun_py311.log"
+NAN_ITERATION = "iteration 120/400 | lm loss: nan | grad norm: nan | number of nan iterations: 1 |"
+
 DATA = Path(__file__).parent / "data" / "training_logs"
 NAN = (
     "[rank0]: AssertionError: found NaN in local grad norm in backward pass before data-parallel "
@@ -34,7 +39,9 @@ UNREADABLE = (
                 "loss is nan at iteration 120: stopping",
             ],
         ),
-        ("loss_nan.log", 1, ["iteration 120/400 loss nan", GAP, "loss is nan at iteration 120: stopping"]),
+        # the first error line and the error lines right after it
+        ("loss_nan.log", 1, ["iteration 120/400 loss nan", "loss is nan at iteration 120: stopping"]),
+        ("loss_nan.log", 0, ["iteration 120/400 loss nan", "loss is nan at iteration 120: stopping"]),
         # Megatron's "number of nan iterations: 0" is no error: the first error line is rank 0's assertion
         (
             "nan_assertion.log",
@@ -62,7 +69,7 @@ def test_the_error_lines_of_a_training(log: str, last: int, expected: list[str])
     assert error_lines((DATA / log).read_text(), TRAINING_LOG, last) == expected
 
 
-@pytest.mark.parametrize("log", ["loss_nan.log", "nan_assertion.log", "unreadable_checkpoint.log"])
+@pytest.mark.parametrize("log", ["loss_nan.log", "nan_assertion.log", "unreadable_checkpoint.log", REAL])
 def test_no_launcher_line_is_left_and_the_cause_is_first(log: str) -> None:
     text = (DATA / log).read_text()
     shown = "\n".join(error_lines(text, TRAINING_LOG))
@@ -73,3 +80,27 @@ def test_no_launcher_line_is_left_and_the_cause_is_first(log: str) -> None:
     generic = error_lines(text, GENERIC)
     assert "Root Cause (first observed failure):" in generic
     assert ("nan" in generic[0].lower()) or ("unreadable" in generic[0]), generic[0]
+
+
+def test_a_real_torchrun_tail() -> None:
+    iteration = "iteration {}/400 | lm loss: {:.4f} | grad norm: 0.98 | number of nan iterations: 0 |"
+    shown = error_lines((DATA / REAL).read_text(), TRAINING_LOG, 10)
+    assert shown == [
+        *(iteration.format(i, 3.1 - i / 1000) for i in (118, 119)),
+        NAN_ITERATION,
+        "Traceback (most recent call last):",
+        '  File "/opt/train/nan_train.py", line 11, in <module>',
+        '    check(float("nan"))',
+        '  File "/opt/train/nan_train.py", line 8, in check',
+        '    assert loss == loss, "found NaN in loss at iteration 120"',
+        "           ^^^^^^^^^^^^",
+        "AssertionError: found NaN in loss at iteration 120",
+    ]
+
+
+def test_picking_again_from_a_window_of_srun_picked_lines() -> None:
+    """The alert picks from the operator's error: its window (srun's patterns only) starts inside
+    torchrun's traceback, and still no launcher line is left, nor a second gap."""
+    window = "\n".join(error_lines((DATA / REAL).read_text(), GENERIC))
+    assert window.startswith(f"{NAN_ITERATION}\n{GAP}\n    return launch_agent(\n"), window
+    assert error_lines(window, TRAINING_LOG) == [NAN_ITERATION]
