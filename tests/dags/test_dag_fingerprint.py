@@ -52,8 +52,13 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # Re-pinned for issue 17 (serialized size): the diff against the old pins was exactly the mapped template
 # fields (iteration, job_name, output_path, completion_command, environment's CKPT_ITER), stored as
 # "<mapped key>" instead of the whole expand input's text truncated at 4 KB (267 -> 171 KB for the two).
-SUMMARY_SHA = "5633d93bcad9fa473e1826b8e46339d8d78e7385e02f487790b4d2b6aa7ed9cd"
-SERIALIZED_SHA = "80eb2933381f2ac52a7c18b2298424e5ecdc398188cc793e996f0d92e020730d"
+# Re-pinned for issue 26 (clearing a training re-arms its waits): the summary's diff against the old
+# pins was exactly one `arm_waits` EmptyOperator per phase (trigger rule always, between the training
+# and its mapped waits), each branch wait's trigger rule always and upstream pretrain.train instead
+# of stage, each cooldown training's upstream + stage, and the cooldowns' mapped waits' timeout_secs
+# (+ pretraining's budget: they start with the run).
+SUMMARY_SHA = "1c8b1542538d7581913a4276056b576bf661da9e07164dcae8eb0e1bafde7432"
+SERIALIZED_SHA = "58967ccee1aeb7717e2d0005b522a2980c38fbf81a159ae36a1be2ecd84b7386"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

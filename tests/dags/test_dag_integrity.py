@@ -52,12 +52,19 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
             "stage",
             "report",
             "pretrain.train",
+            "pretrain.arm_waits",
             "pretrain.checkpoints.wait",
             "pretrain.checkpoints.convert_eval",
             *[
                 f"cooldown_{b}.{t}"
                 for b in ("8K", "12K")
-                for t in ("wait_branch_checkpoint", "train", "checkpoints.wait", "checkpoints.convert_eval")
+                for t in (
+                    "wait_branch_checkpoint",
+                    "train",
+                    "arm_waits",
+                    "checkpoints.wait",
+                    "checkpoints.convert_eval",
+                )
             ],
         ]
     )
@@ -78,7 +85,21 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     cooldown = dag.task_dict["cooldown_12K.train"]
     tools = f"{REPO}/config/../.state/demo/campaign/tools/{tools_hash()}"  # staged by the DAG's stage task
     assert cooldown.start_condition.startswith(f"{tools}/helpers/cooldown_helper.sh ")
-    assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint"}
+    assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint", "stage"}
+    # Clearing a training (with its downstream tasks, the UI's default) re-arms every wait that
+    # watches it: each is downstream of it and runs beside it ("always"), the mapped ones through
+    # arm_waits (Airflow refuses "always" inside a mapped group).
+    assert dag.task_dict["pretrain.train"].downstream_task_ids == {
+        "pretrain.arm_waits",
+        "cooldown_8K.wait_branch_checkpoint",
+        "cooldown_12K.wait_branch_checkpoint",
+        "report",
+    }
+    assert dag.task_dict["cooldown_12K.train"].downstream_task_ids == {"cooldown_12K.arm_waits", "report"}
+    assert dag.task_dict["cooldown_12K.arm_waits"].downstream_task_ids == {"cooldown_12K.checkpoints.wait"}
+    for task_id in ("pretrain.arm_waits", "cooldown_12K.arm_waits", "cooldown_12K.wait_branch_checkpoint"):
+        assert dag.task_dict[task_id].trigger_rule == "always", task_id
+    assert dag.task_dict["pretrain.checkpoints.wait"].upstream_task_ids == {"pretrain.arm_waits"}
     wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
     assert wait.iteration == 40
     assert wait.checkpoint_dir == f"{run_dir}/checkpoints"
@@ -87,6 +108,9 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert wait.watch_phase == "pretrain"
     assert wait.timeout_secs == 2 * 3 * 900 + 3600
     assert dag.task_dict["pretrain.checkpoints.wait"].watch_phase == "pretrain"
+    # A cooldown's checkpoint waits start with the run: pretraining's budget comes on top of theirs.
+    cooldown_waits = dag.task_dict["cooldown_12K.checkpoints.wait"]
+    assert cooldown_waits.timeout_secs == wait.timeout_secs + 2 * 3 * 900 + 3600
     assert dag.task_dict["cooldown_8K.checkpoints.wait"].watch_phase == "cooldown_8K"
     assert dag.task_dict["stage"].upstream_task_ids == set()
     # One mapped instance per expected checkpoint: pretraining saves at 20, 40 and 60.
@@ -172,12 +196,19 @@ def test_seed_config_gives_90_dags_of_12_jobs(monkeypatch: pytest.MonkeyPatch) -
             "stage",
             "report",
             "pretrain.train",
+            "pretrain.arm_waits",
             "pretrain.checkpoints.wait",
             "pretrain.checkpoints.convert_eval",
             *[
                 f"cooldown_{b}.{t}"
                 for b in budgets
-                for t in ("wait_branch_checkpoint", "train", "checkpoints.wait", "checkpoints.convert_eval")
+                for t in (
+                    "wait_branch_checkpoint",
+                    "train",
+                    "arm_waits",
+                    "checkpoints.wait",
+                    "checkpoints.convert_eval",
+                )
             ],
         ]
     )

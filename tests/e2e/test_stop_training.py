@@ -34,12 +34,16 @@ POLL = 5.0  # config/demo.yaml: poll_interval_secs
 TRAIN = "pretrain.train"
 # Per try: restart the triggerer first (graceful, or killed like a crash)? Mark the training failed
 # after the triggerer's first task-state answer (Airflow's one-time 6-78 s build of its
-# in-process Execution API, see autoexp.campaign.dags.ti_states), or during it?
+# in-process Execution API, see autoexp.campaign.dags.ti_states), during it, or 15 s after a
+# SIGKILL and an immediate restart: before the new triggerer re-adopts the dead one's triggers
+# (it waits until the old heartbeat is stale), so no trigger's on_kill can see the stop.
 PLAN: list[tuple[signal.Signals | None, str]] = [
     (None, "after first answer"),  # the stack's own triggerer, fresh
     (signal.SIGTERM, "after first answer"),
     (None, "warm"),
-    (signal.SIGKILL, "after first answer"),
+    (signal.SIGKILL, KILLED_15S := "15 s after the kill"),
+    (signal.SIGKILL, KILLED_15S),
+    (signal.SIGKILL, KILLED_15S),
     (signal.SIGTERM, "during first answer"),
 ]
 WARM = "first task-state answer of this triggerer"
@@ -142,7 +146,13 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
         row: dict[str, Any] = {"run": i, "restart": sig.name if sig else None, "mark": when}
         if sig is not None:
             old = newest_triggerer(c)
+            killed = time.monotonic()
             row["healthy_s"] = round(restart(stack, "triggerer", sig), 1)
+        if when == KILLED_15S:
+            time.sleep(max(0.0, killed + 15 - time.monotonic()))
+            # A restart slower than the dead triggerer's stale threshold (30 s) re-adopts first.
+            row["mark_before_readoption"] = not trigger_runs_in_triggerer_after(c, run_id, old)
+        elif sig is not None:
             moved = lambda r=run_id, o=old: trigger_runs_in_triggerer_after(c, r, o)  # noqa: E731
             took = until("the training's trigger in the new triggerer", moved, 120, stack)
             row["reassigned_s"] = round(took, 1)
@@ -157,8 +167,9 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
             states = ti_states(stack, run_id)
             assert states[("pretrain.checkpoints.wait", 0)] == "deferred", states  # iteration 20
             assert states[("cooldown_8K.wait_branch_checkpoint", -1)] == "deferred", states
-        # During the first answer the triggerer serves nothing (no cancellation reaches a trigger).
-        limit = 90.0 if when == "during first answer" else 10.0
+        # The API server's listener cancels whatever the triggerer's state (restarting, or busy
+        # with its first answer, when it serves nothing): within 10 s in every round.
+        limit = 10.0
         marked = time.monotonic()
         stack.set_task_state(DAG_ID, run_id, TRAIN, "failed")
         # Queued behind this run (max_active_runs=1): it may start only once this one has ended.
@@ -195,8 +206,9 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
     c.measured.write_text(json.dumps(measured, indent=1))
     for r in measured:
         figure(f"mark failed ({r['mark']}): " + ", ".join(f"{k} {v}" for k, v in r.items() if k != "mark"))
+    assert max(r["cancel_s"] for r in measured) <= 10, measured
+    assert any(r.get("mark_before_readoption") for r in measured), measured  # the window was tried
     fast = [r for r in measured if r["mark"] != "during first answer"]
-    assert max(r["cancel_s"] for r in fast) <= 10, measured
     # The waits end within two poll intervals (they are woken at once, in fact); the run's end
     # adds the scheduler's loops carrying the skips down the DAG (convert, cooldown, report):
     # 2-10 s measured, Airflow's own time.
@@ -209,6 +221,44 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
     log = stack.task_log(DAG_ID, _first_run(stack), "pretrain.checkpoints.wait")
     assert "will not come" in log, log[-3000:]
     assert "is complete" not in log, log[-3000:]
+    clear_re_arms_the_stopped_run(c, run_id, name, earlier, figure)
+
+
+def clear_re_arms_the_stopped_run(
+    c: Campaign, run_id: str, name: str, earlier: set[str], figure: Callable[[str], None]
+) -> None:
+    """The last run was stopped: clearing its training the UI's way (with its downstream tasks)
+    submits it again and brings back the waits the stop had skipped, stale stop marker and all."""
+    stack = c.stack
+    cleared = time.monotonic()
+    stack.api(
+        "POST",
+        f"dags/{DAG_ID}/clearTaskInstances",
+        {"dag_run_id": run_id, "task_ids": [TRAIN], "include_downstream": True, "only_failed": False,
+         "dry_run": False},
+    )  # fmt: skip
+    until(
+        f"job {name} RUNNING again",
+        lambda: job_state(c.cluster, name, earlier) == "RUNNING",
+        180,
+        stack,
+    )
+    waits = ("pretrain.checkpoints.wait", "cooldown_8K.wait_branch_checkpoint")
+
+    def re_armed() -> bool:
+        states = ti_states(stack, run_id)
+        return _run_state(stack, run_id) == "running" and all(
+            states[k] == "deferred" for k in states if k[0] in waits
+        )
+
+    until("the waits deferred again", re_armed, 120, stack)
+    took = time.monotonic() - cleared
+    time.sleep(3 * POLL)  # the old try's stop marker stays until the new try removes it: no skip
+    states = ti_states(stack, run_id)
+    assert all(states[k] == "deferred" for k in states if k[0] in waits), states
+    figure(f"clear after a stop: job resubmitted and waits re-armed in {took:.1f} s")
+    stack.set_task_state(DAG_ID, run_id, TRAIN, "failed")
+    until(f"run {run_id} ended again", lambda: _ended(stack, run_id), 120, stack)
 
 
 def run_logs(stack: AirflowStack, run_id: str) -> str:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context
 
 from autoexp.campaign.dags.airflow_internals import (
@@ -32,6 +33,7 @@ from autoexp.campaign.planning.config_set import clash_message, clashes
 from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
+    ARM_WAITS_TASK,
     CONVERT_TASK,
     TRAIN_TASK,
     CheckpointsPlan,
@@ -71,10 +73,12 @@ def _wait_task(
     priority: int,
     label: str | None = None,
     iterations: Sequence[int] = (),
+    trigger_rule: str = "all_success",
 ) -> CheckpointWait:
     return CheckpointWait(
         task_id=task_id,
         priority_weight=priority,
+        trigger_rule=trigger_rule,
         map_index_template=label,
         phase=wait.phase,
         ssh_conn_id=ssh_conn_id,
@@ -92,7 +96,7 @@ def _wait_task(
 
 
 def _checkpoint_group(
-    phase: PhaseTasksPlan, group: CheckpointsPlan, settings: AirflowSettings, dag_plan: DagPlan
+    phase: PhaseTasksPlan, group: CheckpointsPlan, settings: AirflowSettings, dag_plan: DagPlan, train: Any
 ) -> Any:
     """Mapped task group: one instance per expected iteration, wait for the checkpoint, then convert+eval."""
     # What ``@task_group`` + ``expand_kwargs`` build, built directly (see airflow_internals).
@@ -106,6 +110,11 @@ def _checkpoint_group(
         # ``task`` holds this instance's values; Airflow stores it as the TI's rendered_map_index.
         return f"{{% set iteration = {iteration} | int %}}{group.label}"
 
+    # Clearing the training (with its downstream tasks, the UI's default) must re-arm the waits its
+    # stop ended; they run beside it, which only "always" allows, and Airflow refuses that trigger
+    # rule inside a mapped group: so an empty task that runs "always" leads to them.
+    arm = EmptyOperator(task_id=ARM_WAITS_TASK, trigger_rule="always", priority_weight=rank.CHECKPOINT_WAIT)
+    train >> arm
     with MappedTaskGroup(
         group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
     ) as mapped:
@@ -140,27 +149,34 @@ def _checkpoint_group(
             pool=settings.pool_name,
         )
         wait >> convert
+    arm >> mapped
     return mapped
 
 
 def _phase_tasks(
     phase: PhaseTasksPlan, dag_plan: DagPlan, settings: AirflowSettings
-) -> tuple[Any, list[Any]]:
-    """Branch wait, training, mapped conversion -> (group, last tasks).
+) -> tuple[Any, list[Any], Any, Any]:
+    """Branch wait, training, mapped conversion -> (group, last tasks, training, branch wait).
 
     No gate or start-condition tasks: the phase tasks check the ``phases`` Param themselves and the
     training runs the start condition before submitting (fewer tasks to build at parse time).
+    Every wait is downstream of the training it watches (see ``_wait_task``).
     """
     state_dir, train_plan = dag_plan.state_dir, phase.train
     with TaskGroup(group_id=phase.key) as group:
-        heads: list[Any] = []
+        head = None
         if phase.branch_wait is not None:
             branch = phase.branch_wait
-            heads = [
-                _wait_task(
-                    "wait_branch_checkpoint", branch, branch.iteration, settings.ssh_conn_id, rank.BRANCH_WAIT
-                )
-            ]
+            # Downstream of the training it watches (so that clearing that training re-arms it),
+            # and "always": it runs beside it.
+            head = _wait_task(
+                "wait_branch_checkpoint",
+                branch,
+                branch.iteration,
+                settings.ssh_conn_id,
+                rank.BRANCH_WAIT,
+                trigger_rule="always",
+            )
         train = CampaignSlurmOperator(
             task_id=TRAIN_TASK,
             priority_weight=rank.TRAIN,
@@ -189,13 +205,11 @@ def _phase_tasks(
             resubmit_alert=resubmit_alerts(dag_plan.experiment.name, settings.notify),
         )
         last: list[Any] = [train]
-        mapped = None
         if phase.checkpoints is not None:
-            mapped = _checkpoint_group(phase, phase.checkpoints, settings, dag_plan)
-            last.append(mapped)
-        for head in heads:
-            head >> [t for t in (train, mapped) if t is not None]
-    return group, last
+            last.append(_checkpoint_group(phase, phase.checkpoints, settings, dag_plan, train))
+        if head is not None:
+            head >> train
+    return group, last, train, head
 
 
 def materialize(
@@ -238,12 +252,17 @@ def materialize(
             },
         )
         ends: list[Any] = []
-        groups: list[Any] = []
+        trains: dict[str, Any] = {}
+        branches: list[tuple[str, Any]] = []
         for phase in dag_plan.phases:
-            group, last = _phase_tasks(phase, dag_plan, settings)
-            groups.append(group)
+            _, last, trains[phase.key], head = _phase_tasks(phase, dag_plan, settings)
             ends += last
-        stage >> groups  # one call: each >> hashes the DAG of every task it links
+            if head is not None and phase.branch_wait is not None:
+                branches.append((phase.branch_wait.watch_phase, head))
+        # The waits run "always": only the trainings need the staged scripts.
+        stage >> list(trains.values())  # one call: each >> hashes the DAG of every task it links
+        for watched, head in branches:
+            trains[watched] >> head
         report = ReportOperator(
             task_id="report",
             priority_weight=rank.REPORT,

@@ -157,6 +157,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         self._stop_why: str | None = None  # why the training stopped (learnt outside the files)
         self._stop_seen_at = 0.0
         self._stop_logged = False
+        self._condition: PathCondition | None = None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The plugin's wait; woken at once when the training's job trigger here cancels for a stop."""
@@ -248,19 +249,30 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
             return self._event(events.ERROR, message, {"training_ended": True})
         return None
 
+    def build_condition(self) -> PathCondition:
+        """The plugin's condition, kept: a stop asks it whether the iteration is settling."""
+        self._condition = super().build_condition()
+        return self._condition
+
     async def _after_stop(self, files: RemoteFiles, now: float) -> TriggerEvent | None:
-        """On a reading taken after the stop: skipped, unless the tracker reached the iteration."""
+        """On a reading taken after the stop: skipped, unless the iteration is saved and settling.
+
+        Saved: the tracker reached it and its files are complete in this very reading (the check
+        ran on it first); Megatron moves the tracker only after a complete save, so an incomplete
+        iteration behind it will never complete.
+        """
         present, latest = await read_tracker(files, self.path.rstrip("/"))
         reached = present and (latest is None or latest >= self.iteration)
-        if not reached:
+        settling = self._condition is not None and self._condition.recheck_in() is not None
+        if not (reached and settling):
             self.log.info(
                 "iteration %s of %s will not come: %s; skipped", self.iteration, self.path, self._stop_why
             )
             return TaskSkippedEvent()
         if now - self._stop_seen_at > self.grace:
             self.log.warning(
-                "iteration %s of %s: the tracker reached it (%s) but it was not complete within %.0f s "
-                "of the stop (%s); skipped",
+                "iteration %s of %s: saved (tracker %s) but not settled within %.0f s of the stop (%s); "
+                "skipped",
                 self.iteration,
                 self.path,
                 latest,
@@ -271,7 +283,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if not self._stop_logged:
             self._stop_logged = True
             self.log.info(
-                "%s, but the tracker reached iteration %s (%s): waiting for it to settle",
+                "%s, but iteration %s was saved complete (tracker %s): waiting for it to settle",
                 self._stop_why,
                 self.iteration,
                 latest,
@@ -290,10 +302,23 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         """Why the iteration cannot come any more (a training outcome marker), or None."""
         if (await files.stat(self.failed_path)).exists:
             reason = (await files.read_text(self.failed_path)).strip()[-500:]
-            return f"its training failed ({self.failed_path}: {reason})"
-        if (await files.stat(self.finished_path)).exists:
-            return f"its training finished ({self.finished_path}) without saving it"
-        return None
+            why = f"its training failed ({self.failed_path}: {reason})"
+        elif (await files.stat(self.finished_path)).exists:
+            why = f"its training finished ({self.finished_path}) without saving it"
+        else:
+            return None
+        return None if await self._training_runs_again() else why
+
+    async def _training_runs_again(self) -> bool:
+        """The watched training was cleared (or retries) and runs again: an outcome or stop marker of
+        its earlier try is stale until the new try removes it, which may come after this wait
+        started (a clear re-arms both at once). Unknown state (no answer, no task instance): False."""
+        ti = self.task_instance
+        if ti is None or not self.watch_task_id:
+            return False
+        max_age = self.poll_interval / 2
+        state = await ti_states.shared_task_state(ti.dag_id, ti.run_id, self.watch_task_id, max_age)
+        return state is not None and state not in ti_states.STOPPED
 
     def _announced(self) -> str | None:
         """The training's own trigger in this process announced its stop after cancelling the job:
@@ -308,7 +333,9 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
     async def _stopped(self, hook: AsyncSlurmHook, files: RemoteFiles) -> str | None:
         """Why the training was stopped by a user (its marker, or its task state), or None."""
         if self.stopped_path and (await files.stat(self.stopped_path)).exists:
-            return f"its training was stopped ({(await files.read_text(self.stopped_path)).strip()[-500:]})"
+            text = (await files.read_text(self.stopped_path)).strip()[-500:]
+            if not await self._training_runs_again():
+                return f"its training was stopped ({text})"
         ti = self.task_instance
         if not self.watch_task_id or ti is None:
             return None

@@ -24,6 +24,9 @@ from autoexp.campaign.planning.settings import AirflowSettings, _line_of
 TRAIN_TASK = "train"
 # The conversion+evaluation task's id inside a phase's mapped checkpoint group.
 CONVERT_TASK = "convert_eval"
+# The task between a phase's training and its checkpoint waits: clearing the training clears it,
+# and through it the waits and conversions (the factory's _checkpoint_group says why it exists).
+ARM_WAITS_TASK = "arm_waits"
 # A phase without a Slurm time limit: its waits give up after a week.
 _UNBOUNDED_WAIT = 7 * 86400.0
 # Time a submission may sit in the queue, on top of the attempts' time limits.
@@ -202,8 +205,13 @@ def _wait(
     settings: AirflowSettings,
     state_dir: str,
     watch_job_name: str,
+    lead_secs: float = 0.0,
 ) -> WaitPlan:
-    """``waiter``'s wait for a checkpoint of ``watched``'s training (``watch_job_name``: its job)."""
+    """``waiter``'s wait for a checkpoint of ``watched``'s training (``watch_job_name``: its job).
+
+    A wait starts with the run, beside the training it watches; ``lead_secs``: what may pass before
+    that training starts (the pretraining's budget, for a cooldown that branches off it).
+    """
     return WaitPlan(
         phase=waiter.key,
         checkpoint_dir=watched.checkpoint_dir,
@@ -211,7 +219,7 @@ def _wait(
         state_dir=state_dir,
         watch_phase=watched.key,
         watch_output=run_layout.train_output(watched.train.output_file, watched.run_dir),
-        timeout_secs=wait_budget(watched, settings),
+        timeout_secs=wait_budget(watched, settings) + lead_secs,
         poll_interval=_poll_interval(waiter, settings),
         settle_seconds=settings.checkpoint_settle_secs,
         watch_job_name=watch_job_name,
@@ -219,7 +227,12 @@ def _wait(
 
 
 def _checkpoints(
-    phase: PhasePlan, settings: AirflowSettings, script_path: str, state_dir: str, names: _Names
+    phase: PhasePlan,
+    settings: AirflowSettings,
+    script_path: str,
+    state_dir: str,
+    names: _Names,
+    lead_secs: float,
 ) -> CheckpointsPlan:
     assert phase.convert is not None
     out = phase.convert.output_file
@@ -233,7 +246,7 @@ def _checkpoints(
         }
         for it in phase.checkpoints
     )
-    wait = _wait(phase, phase, None, settings, state_dir, names(phase.key, TRAIN_TASK))
+    wait = _wait(phase, phase, None, settings, state_dir, names(phase.key, TRAIN_TASK), lead_secs)
     return CheckpointsPlan(
         script_path=script_path, wait=wait, instances=instances, label=checkpoint_label(phase)
     )
@@ -257,9 +270,11 @@ def _phase_tasks(
     names: _Names,
 ) -> PhaseTasksPlan:
     branch_wait = None
+    lead = 0.0  # before this phase's training can start
     if phase.branch is not None and not phase.from_scratch:
         pretrain_job = names(plan.pretrain.key, TRAIN_TASK)
         branch_wait = _wait(phase, plan.pretrain, phase.start_iter, settings, state_dir, pretrain_job)
+        lead = branch_wait.timeout_secs
     completion, notes = train_completion(phase)
     train = TrainPlan(
         script_path=scripts[phase.train.name],
@@ -273,7 +288,7 @@ def _phase_tasks(
     )
     checkpoints = None
     if phase.convert is not None:
-        checkpoints = _checkpoints(phase, settings, scripts[phase.convert.name], state_dir, names)
+        checkpoints = _checkpoints(phase, settings, scripts[phase.convert.name], state_dir, names, lead)
     return PhaseTasksPlan(
         key=phase.key,
         poll_interval=_poll_interval(phase, settings),

@@ -322,6 +322,32 @@ async def test_the_stop_marker_skips_the_wait_without_the_task_state(
     assert isinstance(event, TaskSkippedEvent)
 
 
+@pytest.mark.parametrize("marker", ["pretrain.stopped", "pretrain.failed"])
+async def test_a_marker_of_a_try_before_a_clear_does_not_end_the_re_armed_wait(
+    slurm_cluster: Any, tmp_path: Path, comms: Any, marker: str
+) -> None:
+    """Cleared, the training runs again; its new try removes the old try's markers only once it
+    starts, and the waits cleared with it may look first: while the task runs, a marker is stale."""
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / marker).write_text("Slurm job 7 cancelled: the task was failed\n")
+    fake = comms({"pretrain.train": "running"})
+    wait = make_trigger(slurm_cluster.conn_id, tmp_path)
+    wait.task_instance = FakeTI()  # type: ignore[assignment]
+    with pytest.raises(TimeoutError):
+        await first_raw_event(wait, limit_s=3)
+    fake.states["pretrain.train"] = "failed"  # the marker is this try's: it ends the wait
+    event = await first_raw_event(make_trigger_for(wait), limit_s=60)
+    assert isinstance(event, TaskSkippedEvent) or SlurmEvent.from_payload(event.payload).status == "error"
+
+
+def make_trigger_for(wait: PhaseCheckpointTrigger) -> PhaseCheckpointTrigger:
+    classpath, kwargs = wait.serialize()
+    fresh = import_string(classpath)(**kwargs)
+    fresh.task_instance = FakeTI()
+    return fresh  # type: ignore[no-any-return]
+
+
 async def test_a_stop_seen_by_the_training_s_trigger_ends_its_waits_at_once(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
@@ -521,7 +547,7 @@ def started_wait(conn_id: str, base: Path, ti: StartedTI) -> PhaseCheckpointTrig
 async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
     slurm_cluster: Any, tmp_path: Path, comms: Any
 ) -> None:
-    comms({"pretrain.train": "running"})
+    fake = comms({"pretrain.train": "running"})
     drives = {"phases": ["pretrain"], "dry_run": False}
     # A phase the run does not drive, or a dry run: skipped at once, nothing read on the cluster.
     for params in ({"phases": ["cooldown_8K"], "dry_run": False}, {**drives, "dry_run": True}):
@@ -545,6 +571,7 @@ async def test_a_wait_started_by_the_scheduler_decides_what_its_task_would_have(
     failed = tmp_path / "state" / "r1" / "pretrain.failed"
     failed.parent.mkdir(parents=True)
     failed.write_text("AirflowException: gave up\n")
+    fake.states["pretrain.train"] = "failed"  # as the marker says (while it runs, a marker is stale)
     wait = started_wait(slurm_cluster.conn_id, tmp_path, StartedTI(0, drives))
     wait.iterations = [60]
     ended = SlurmEvent.from_payload((await first_raw_event(wait)).payload)
