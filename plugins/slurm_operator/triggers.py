@@ -27,6 +27,8 @@ from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIM
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
 _LOG_READ_BYTES = 1 << 20
+# Seconds an on_kill waits for a cancelled job to end before relaying its last lines.
+LAST_LINES_WAIT = 10.0
 
 
 def _event(**kwargs: Any) -> TriggerEvent:
@@ -285,6 +287,30 @@ class SlurmJobTrigger(BaseTrigger):
         """A user acted on the deferred task: cancel the job so it does not run on unattended."""
         if self.cancel_on_kill:
             await self._cancel("task killed while deferred")
+            await self.relay_last_lines()
+
+    async def relay_last_lines(self, limit_s: float = LAST_LINES_WAIT) -> None:
+        """After a cancel here: relay what the job prints while it shuts down (a trainer's final save,
+        the error its launcher reports), once Slurm says it ended or after ``limit_s`` (the
+        triggerer gives a whole ``on_kill`` 30 s). Needs the task instance (its relay position)."""
+        ti = self.task_instance
+        if not (self.stream_logs and self.log_path) or ti is None:
+            return
+        hook = AsyncSlurmHook(self.ssh_conn_id)
+        deadline = time.monotonic() + limit_s
+        try:
+            while time.monotonic() < deadline:
+                record = (await hook.job_states([self.job_id])).records.get(self.job_id)
+                if record is None or record.state in TERMINAL_STATES:
+                    break
+                await asyncio.sleep(1.0)
+            book = RelayBook(self.job_id, self.log_path, self.log_offset, XComPositionStore.of(ti), self.log)
+            try:
+                await self._relay_log(hook, book, final=True)
+            finally:
+                book.close()
+        except SlurmError as exc:  # the cancel is done; only the last lines are lost
+            self.log.warning("Slurm job %s: could not relay its last lines: %s", self.job_id, exc)
 
     async def on_task_stopped(self, state: str) -> None:
         """The deferred task was set to ``state`` (failed, success) by someone else, seen outside any

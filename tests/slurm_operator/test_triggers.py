@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -175,6 +176,23 @@ async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
     assert cluster.cancelled == ["42"]
     # The marker next to the log tells a later try this cancel was ours, not a person's.
     assert cluster.marked == [{"marker": "/r/job-42.out.airflow-cancel", "reason": naming.ON_KILL_REASON}]
+
+
+async def test_on_kill_relays_what_the_cancelled_job_prints_while_it_shuts_down(
+    cluster: FakeCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job's last lines (a final save, the launcher's report of the stop) reach the task log once
+    Slurm says it ended; from the relayed offset on, never again what was relayed before."""
+    cluster.states = [{"42": SlurmState.COMPLETING}, {"42": SlurmState.CANCELLED}]
+    cluster.files["/r/job-42.out"] = "seen\nsaving checkpoint at iteration 637\nexiting on SIGTERM\n"
+    trigger = SlurmJobTrigger(**{**JOB_KWARGS, "log_offset": len("seen\n")})
+    # A task instance with no usable relay store (positions in memory only, as under dag.test()).
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index="none", try_number=1)
+    trigger.task_instance = ti  # type: ignore[assignment]
+    await trigger.on_kill()
+    assert cluster.cancelled == ["42"]
+    out = capsys.readouterr().out
+    assert re.findall(r"\[slurm 42\] (\w+ \w+)", out) == ["saving checkpoint", "exiting on"], out
 
 
 async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_timeout(

@@ -437,13 +437,16 @@ class CampaignJobTrigger(SlurmJobTrigger):
                 time.monotonic() - started,
                 self.job_id,
             )
-        await super().on_kill()
+        if self.cancel_on_kill:
+            await self._cancel("task killed while deferred")
         self.log.info("Slurm job %s cancelled %.1f s into on_kill", self.job_id, time.monotonic() - started)
         ti = self.task_instance
         if ti is not None:  # this process's waits end now; the marker below is for the others
             ti_states.announce_stop(ti.dag_id, ti.run_id, ti.task_id)
         if self.cancel_on_kill and self.stopped_path:
             await self._leave_stopped(state)
+        if self.cancel_on_kill:  # within on_kill's 30 s: state <= 5 s, cancel, marker, then this
+            await self.relay_last_lines()
 
     async def on_task_stopped(self, state: str) -> None:
         """Cancelled for a stop seen outside the triggerer; the marker then ends the phase's waits."""
