@@ -8,12 +8,12 @@ tests/e2e/test_database_restart.py.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
 
-from tests.docker.compose import REPO, compose_config
+from tests.docker.compose import compose_config
+from tests.fixtures.airflow_stack import supervisor_module
 
 # Docker restarts a container with these after any exit, also a clean one ("on-failure" would not
 # after exit code 0; "no" never), with a growing delay between tries (from 100 ms, doubling).
@@ -29,14 +29,7 @@ def services() -> dict[str, Any]:
 
 def supervised_components() -> tuple[str, ...]:
     """The components scripts/demo runs under supervisord (scripts/lib/airflow_supervisor.py)."""
-    spec = importlib.util.spec_from_file_location(
-        "airflow_supervisor", REPO / "scripts" / "lib" / "airflow_supervisor.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    components: tuple[str, ...] = module.COMPONENTS
+    components: tuple[str, ...] = supervisor_module().COMPONENTS
     return components
 
 
