@@ -64,4 +64,5 @@ def test_the_alert_of_a_nan_run_shows_the_nan_line(
         "torch/distributed",
     ):
         assert noise not in text, (noise, text)
-    assert f"/dags/{DAG_ID}/runs/" in text, text
+    # no [api] base_url set: the link is under the stack's API port, not localhost:8080
+    assert f"http://localhost:{stack.port}/dags/{DAG_ID}/runs/" in text, text
