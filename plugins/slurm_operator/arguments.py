@@ -23,6 +23,8 @@ class OperatorArguments(Protocol):
     completion_regex: str | None
     max_attempts: int
     max_attempts_without_progress: int
+    max_attempts_overall: int
+    fatal_patterns: dict[str, list[str]]
     unknown_timeout: float
     progress_timeout: float | None
     startup_timeout: float
@@ -55,8 +57,16 @@ def check_arguments(op: OperatorArguments) -> None:
             re.compile(op.completion_regex)
         except re.error as exc:
             raise AirflowException(f"{task}: completion_regex {op.completion_regex!r}: {exc}") from None
-    if op.max_attempts < 1 or op.max_attempts_without_progress < 1:
-        raise AirflowException(f"{task}: max_attempts and max_attempts_without_progress must be >= 1")
+    for name, patterns in op.fatal_patterns.items():
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise AirflowException(f"{task}: fatal_patterns[{name!r}] {pattern!r}: {exc}") from None
+    if min(op.max_attempts, op.max_attempts_without_progress, op.max_attempts_overall) < 1:
+        raise AirflowException(
+            f"{task}: max_attempts, max_attempts_without_progress and max_attempts_overall must be >= 1"
+        )
     if op.unknown_timeout <= 0 or op.startup_timeout < 0 or (op.progress_timeout or 0) < 0:
         raise AirflowException(
             f"{task}: unknown_timeout must be > 0, progress_timeout and startup_timeout >= 0 "

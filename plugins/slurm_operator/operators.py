@@ -43,8 +43,17 @@ class SlurmOperator(BaseOperator):
         rule of their own override ``is_work_done``, whose answer the resubmission policy is given.
     :param progress_command: remote command whose output changes when the job makes progress (e.g.
         ``cat`` of a file the job rewrites as it progresses); enables ``max_attempts_without_progress``.
-    :param max_attempts: submissions per task try, in total (numbering continues across tries).
-    :param max_attempts_without_progress: consecutive attempts without progress before giving up.
+    :param max_attempts: submissions per task try that count (numbering continues across tries): all
+        but a TIMEOUT or PREEMPTED one after which ``progress_command``'s output changed (a long
+        job's time-limit cycles are not failures; see ``resubmission``).
+    :param max_attempts_without_progress: consecutive attempts without progress before giving up
+        (a PREEMPTED attempt is skipped: neither counted nor a progress).
+    :param max_attempts_overall: submissions per task try whatever their end: the bound of a job that
+        keeps advancing across time limits.
+    :param fatal_patterns: name -> regexes (``{"DIVERGED": [r"loss: nan"]}``), each searched in every
+        line of an ended job's log tail (unless it COMPLETED its work): a match records the attempt
+        with that name and the line (``Attempt.fatal``), verdict FATAL, and fails the task without
+        resubmission nor Airflow retry (AirflowFailException): the same input would end the same way.
     :param poll_interval: seconds between state polls (batched per cluster in the triggerer).
     :param deferrable: wait in the triggerer (default) or poll in the worker.
     :param stream_logs: relay new job log lines into the task log as ``[slurm <id>] ...``.
@@ -99,6 +108,8 @@ class SlurmOperator(BaseOperator):
         progress_command: str | None = None,
         max_attempts: int = 10,
         max_attempts_without_progress: int = 3,
+        max_attempts_overall: int = 100,
+        fatal_patterns: Mapping[str, Sequence[str]] | None = None,
         poll_interval: float = 60,
         deferrable: bool = True,
         stream_logs: bool = True,
@@ -127,6 +138,8 @@ class SlurmOperator(BaseOperator):
         self.progress_command = progress_command
         self.max_attempts = max_attempts
         self.max_attempts_without_progress = max_attempts_without_progress
+        self.max_attempts_overall = max_attempts_overall
+        self.fatal_patterns = {str(k): list(v) for k, v in (fatal_patterns or {}).items()}
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.stream_logs = stream_logs
@@ -322,7 +335,13 @@ class SlurmOperator(BaseOperator):
         current = ledger.current
         # Asked here, and given to the policy: the policy never calls back into the operator.
         done = self.is_work_done(hook, current) if resubmission.asks_work_done(current) else None
-        caps = resubmission.Caps(self.max_attempts, self.max_attempts_without_progress, self.progress_command)
+        caps = resubmission.Caps(
+            self.max_attempts,
+            self.max_attempts_without_progress,
+            self.progress_command,
+            self.max_attempts_overall,
+            tuple(resubmission.FatalRules(k, tuple(v)) for k, v in self.fatal_patterns.items()),
+        )
         try:
             judged, decision = resubmission.judge(
                 hook, ledger.budget(), baseline=ledger.baseline, work_done=done, caps=caps, log=self.log
@@ -344,7 +363,10 @@ class SlurmOperator(BaseOperator):
                 self.log.exception("on_resubmit failed; resubmitting anyway")
             self._submit(context, hook, ledger)
             return self._wait(context, hook, ledger)
-        raise AirflowException(resubmission.failure_message(hook, ledger.current, decision))
+        message = resubmission.failure_message(hook, ledger.current, decision)
+        if decision.verdict is Verdict.FATAL:
+            raise AirflowFailException(message)  # no Airflow retry: it would end the same way
+        raise AirflowException(message)
 
 
 def _try_number(context: Context) -> int | None:

@@ -161,6 +161,8 @@ _EXTRA_FIELDS = {
     "hung": "hung",
     "cancelled_by": "cancelled_by",
     CANCELLED_BY_AIRFLOW: "cancelled_by_airflow",
+    "fatal": "fatal",
+    "fatal_line": "fatal_line",
 }
 
 
@@ -170,6 +172,9 @@ class Verdict(enum.Enum):
     SUCCEED = "succeed"
     RESUBMIT = "resubmit"
     FAIL = "fail"
+    # The job's log matched a fatal rule (e.g. the training diverged): failed, and never run again
+    # by this try nor its retries (a clear starts afresh).
+    FATAL = "fatal"
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class Attempt:
     :param completion_ok: the "is the work done" check's answer for a COMPLETED job.
     :param cancelled_by: who cancelled the job from outside Airflow.
     :param cancelled_by_airflow: why the plugin itself cancelled it (on_kill, a timed-out deferral).
+    :param fatal: the name of the fatal rule its log matched (``DIVERGED``), None when none did.
+    :param fatal_line: the log line that matched it.
     :param extra: keys of a stored history this version does not know, kept as they were.
     :param try_number: the Airflow try that submitted (or re-attached to) the job.
     :param verdict: the operator's judgment of its end; None while unjudged: a later try
@@ -207,6 +214,8 @@ class Attempt:
     reattached: bool = False
     cancelled_by: str | None = None
     cancelled_by_airflow: str | None = None
+    fatal: str | None = None
+    fatal_line: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     try_number: int | None = None
     verdict: Verdict | None = None

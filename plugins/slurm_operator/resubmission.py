@@ -5,10 +5,26 @@ ended one last), the progress baseline and, for a COMPLETED job, its own answer 
 done" (``SlurmOperator.is_work_done``, asked before the policy runs); the policy asks the cluster
 only what that leaves open (whose cancel it was, the progress probe, a failure's log tail), and
 returns the attempt as judged with the decision, for the operator to record. It calls nothing back.
+
+The rules, in order (``decide``):
+
+- a job whose log tail matches one of the caller's fatal patterns (``FatalRules``: e.g. a training
+  that diverged) is FATAL: never resubmitted, and the task fails without retries, since the same
+  input ends the same way; a COMPLETED job whose work is done still succeeds;
+- a COMPLETED job succeeds when its work is done; one that is not, a hung job, a resubmittable end
+  (``RESUBMITTABLE_STATES``) and a job the plugin cancelled in an earlier try are resubmitted;
+  anything else fails;
+- **progress is not failure**: with a progress probe, a TIMEOUT or PREEMPTED attempt after which
+  the probe moved (``PROGRESS_ENDS``) does not count toward ``max_attempts``: a long training
+  needs many time-limit cycles. Every attempt counts toward ``max_attempts_overall``, the bound
+  that stops even a training that keeps advancing;
+- ``max_attempts_without_progress`` caps the trailing attempts that hung or after which the probe
+  did not move; a PREEMPTED attempt is not the job's doing and neither counts nor breaks the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -19,7 +35,7 @@ from slurm_operator import cancels, error_lines
 from slurm_operator.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import Attempt, Verdict
-from slurm_operator.states import RESUBMITTABLE_STATES, SlurmState
+from slurm_operator.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, SlurmState
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +70,35 @@ class CancelledFromOutside(SlurmError):
 
 @dataclass(frozen=True)
 class Caps:
-    """The resubmission caps and the progress probe (see ``decide``)."""
+    """The resubmission caps and the progress probe (see ``decide``); ``fatal``: the fatal rules, in
+    the order they are tried."""
 
     max_attempts: int
     max_attempts_without_progress: int
     progress_command: str | None
+    max_attempts_overall: int | None = None
+    fatal: tuple[FatalRules, ...] = ()
+
+
+@dataclass(frozen=True)
+class FatalRules:
+    """Log lines that mean the job must not run again: the same input would end the same way.
+
+    :param name: what the user is told the attempt was (``DIVERGED``); also its recorded ``fatal``.
+    :param patterns: regexes, each searched in every line of the ended job's log tail (case-sensitive
+        unless the pattern says ``(?i)``).
+    """
+
+    name: str
+    patterns: tuple[str, ...]
+
+    def first_match(self, log_tail: str) -> str | None:
+        """The first line of ``log_tail`` a pattern matches (stripped), None when none does."""
+        compiled = [re.compile(p) for p in self.patterns]
+        for line in log_tail.splitlines():
+            if any(c.search(line) for c in compiled):
+                return line.strip()
+        return None
 
 
 # ----------------------------------------------------------------------------------- the policy
@@ -80,22 +120,52 @@ def completion_command_says_done(stdout: str) -> bool:
     return stdout.strip() == "1"
 
 
+def _moves(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> list[bool]:
+    """Per attempt: the progress probe moved across it (False without a probe or an output)."""
+    values = [baseline, *(a.progress for a in attempts)]
+    return [probe and after is not None and after != before for before, after in itertools.pairwise(values)]
+
+
 def _trailing_without_progress(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> int:
     """Count the most recent attempts that hung or (with a probe) after which it showed no change.
 
     A hung attempt counts even when the probe moved before the hang: a job that hangs every time
-    must stop, and without a probe a hang is the only sign of no progress there is.
+    must stop, and without a probe a hang is the only sign of no progress there is. A PREEMPTED
+    attempt that moved nothing is skipped: another job took its nodes, not its own fault.
     """
     count = 0
-    values = [baseline, *(a.progress for a in attempts)]
-    for attempt, before, after in zip(
-        reversed(attempts), reversed(values[:-1]), reversed(values[1:]), strict=True
-    ):
-        moved = probe and after is not None and after != before
+    for attempt, moved in zip(reversed(attempts), reversed(_moves(baseline, attempts, probe)), strict=True):
         if attempt.hung is None and (moved or not probe):
             break
+        if attempt.hung is None and attempt.state is SlurmState.PREEMPTED:
+            continue
         count += 1
     return count
+
+
+def _counted(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> int:
+    """The attempts ``max_attempts`` counts: all but a TIMEOUT or PREEMPTED one after which the
+    probe moved (and that was not cancelled as hung)."""
+    moves = _moves(baseline, attempts, probe)
+    return sum(
+        1
+        for attempt, moved in zip(attempts, moves, strict=True)
+        if not (moved and attempt.hung is None and attempt.state in PROGRESS_ENDS)
+    )
+
+
+def match_fatal(rules: Sequence[FatalRules], attempt: Attempt, log_tail: str) -> Attempt:
+    """``attempt`` with the first rule whose pattern a line of ``log_tail`` matches, and that line."""
+    for rule in rules:
+        line = rule.first_match(log_tail)
+        if line is not None:
+            return replace(attempt, fatal=rule.name, fatal_line=line)
+    return attempt
+
+
+def fatal_reason(name: str, line: str) -> str:
+    """The reason of a FATAL verdict: the rule's name and the log line that matched."""
+    return f"{name}: its log says {line!r}; not resubmitted (a rerun would end the same way)"
 
 
 def decide(
@@ -106,20 +176,27 @@ def decide(
     max_attempts_without_progress: int,
     progress_baseline: str | None = None,
     progress_probe: bool = False,
+    max_attempts_overall: int | None = None,
 ) -> Decision:
     """Decide what to do after the last of ``attempts`` ended (the one place a state is judged).
 
     ``completion_ok`` is the "is the work done" check's answer for a COMPLETED job (None = no check
-    configured). Resubmission is capped by ``max_attempts`` in total and, when a progress probe is
-    configured, by ``max_attempts_without_progress`` consecutive attempts that moved nothing — a
-    poison job (crashes at the same step, exits 0 without saving) stops instead of looping. An
-    attempt cancelled as hung (whatever Slurm says of the cancelled job) is resubmittable and counts
-    as one without progress, with or without a probe. So is a job the plugin cancelled itself when
-    an earlier try was stopped or timed out (``cancelled_by_airflow``). ``attempts`` are those of
-    this try's budget (``Ledger.budget``).
+    configured). Resubmission is capped by ``max_attempts`` (attempts that count: not a TIMEOUT or
+    PREEMPTED one after which the probe moved), by ``max_attempts_overall`` (every attempt; None: no
+    such bound) and, when a progress probe is configured, by ``max_attempts_without_progress``
+    consecutive attempts that moved nothing — a poison job (crashes at the same step, exits 0
+    without saving) stops instead of looping. An attempt cancelled as hung (whatever Slurm says of
+    the cancelled job) is resubmittable and counts as one without progress, with or without a
+    probe. So is a job the plugin cancelled itself when an earlier try was stopped or timed out
+    (``cancelled_by_airflow``). An attempt whose log matched a fatal rule (``fatal``, recorded by
+    ``judge``) is FATAL unless it COMPLETED its work. ``attempts`` are those of this try's budget
+    (``Ledger.budget``).
     """
     last = attempts[-1]
     state = last.state
+    done = state is SlurmState.COMPLETED and last.hung is None and completion_ok is not False
+    if last.fatal is not None and not done:
+        return Decision(Verdict.FATAL, fatal_reason(last.fatal, last.fatal_line or ""))
     if last.hung is not None:
         reason = "job hung (its watched files stopped changing) and was cancelled"
     elif state is SlurmState.COMPLETED:
@@ -134,7 +211,10 @@ def decide(
         reason = f"job was cancelled by Airflow in an earlier try ({last.cancelled_by_airflow})"
     else:
         return Decision(Verdict.FAIL, f"job ended {state.value}")
-    if len(attempts) >= max_attempts:
+    if max_attempts_overall is not None and len(attempts) >= max_attempts_overall:
+        return Decision(Verdict.FAIL, f"{reason}, but max_attempts_overall={max_attempts_overall} is reached")
+    counted = _counted(progress_baseline, attempts, progress_probe)
+    if counted >= max_attempts:
         return Decision(Verdict.FAIL, f"{reason}, but max_attempts={max_attempts} is reached")
     if progress_probe or last.hung is not None:
         stuck = _trailing_without_progress(progress_baseline, attempts, progress_probe)
@@ -144,6 +224,9 @@ def decide(
                 f"{reason}, but the last {stuck} attempt(s) made no progress "
                 f"(max_attempts_without_progress={max_attempts_without_progress})",
             )
+    if counted < len(attempts):
+        skipped = len(attempts) - counted
+        reason += f" ({skipped} attempt(s) that advanced before a time limit or preemption not counted)"
     return Decision(Verdict.RESUBMIT, reason)
 
 
@@ -177,6 +260,9 @@ def judge(
             raise CancelledFromOutside(outside, replace(current, verdict=Verdict.FAIL))
     progress = probe_progress(hook, caps.progress_command) if caps.progress_command else None
     current = replace(current, completion_ok=work_done, progress=progress)
+    done = current.state is SlurmState.COMPLETED and current.hung is None and work_done is not False
+    if caps.fatal and not done:
+        current = match_fatal(caps.fatal, current, read_tail(hook, current.log_path))
     decision = decide(
         [*attempts[:-1], current],
         completion_ok=work_done,
@@ -184,6 +270,7 @@ def judge(
         max_attempts_without_progress=caps.max_attempts_without_progress,
         progress_baseline=baseline,
         progress_probe=caps.progress_command is not None,
+        max_attempts_overall=caps.max_attempts_overall,
     )
     log.info("Slurm job %s (attempt %d): %s -> %s", current.job_id, current.attempt, decision.reason,
              decision.verdict.value)  # fmt: skip

@@ -129,3 +129,7 @@ TERMINAL_STATES: frozenset[SlurmState] = SUCCEEDED_STATES | FAILED_STATES
 RESUBMITTABLE_STATES: frozenset[SlurmState] = frozenset(
     {SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.NODE_FAIL, SlurmState.BOOT_FAIL}
 )
+# Ends the scheduler imposed on a job that may have been advancing (its time limit, another job's
+# priority): after progress (the operator's probe moved) such an end is a training's normal rhythm
+# and does not count toward max_attempts (resubmission.decide).
+PROGRESS_ENDS: frozenset[SlurmState] = frozenset({SlurmState.TIMEOUT, SlurmState.PREEMPTED})

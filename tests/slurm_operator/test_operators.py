@@ -34,7 +34,12 @@ def _op(**kwargs: Any) -> SlurmOperator:
         ({"remote_dir": "run"}, "remote_dir must be an absolute path, got 'run'"),
         ({"output_path": "/r/train.out"}, r"output_path '/r/train.out' must contain %j"),
         ({"completion_regex": "(unclosed"}, r"completion_regex '\(unclosed': missing \)"),
-        ({"max_attempts": 0}, "max_attempts and max_attempts_without_progress must be >= 1"),
+        (
+            {"max_attempts": 0},
+            "max_attempts, max_attempts_without_progress and max_attempts_overall must be >= 1",
+        ),
+        ({"max_attempts_overall": 0}, "max_attempts, max_attempts_without_progress and max_attempts_overall"),
+        ({"fatal_patterns": {"DIVERGED": ["(nan"]}}, r"fatal_patterns\['DIVERGED'\] '\(nan': missing \)"),
         ({"sbatch_args": ["--job-name=x"]}, "sbatch_args '--job-name=x': set job_name / output_path"),
         ({"sbatch_args": ["-o", "/x"]}, "sbatch_args '-o': set job_name / output_path"),
         ({"unknown_timeout": 0}, r"unknown_timeout must be > 0, .* got 0, None, 7200"),

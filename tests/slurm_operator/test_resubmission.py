@@ -191,3 +191,201 @@ def test_a_cancel_from_outside_raises_with_the_attempt_to_record() -> None:
     ) as err:
         _judge(_Cluster(), [cancelled])
     assert (err.value.attempt.cancelled_by, err.value.attempt.verdict) == ("uid 0", Verdict.FAIL)
+
+
+# ----------------------------------------------------------------------------------- progress is not failure
+def _ended(*ends: tuple[SlurmState, str | None]) -> list[Attempt]:
+    """Attempts that ended in these states with these progress probe outputs."""
+    return [
+        replace(a, state=state) for a, (state, _) in zip(_attempts(*(p for _, p in ends)), ends, strict=True)
+    ]
+
+
+T, P, F, H = SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.FAILED, SlurmState.NODE_FAIL
+PROBE = {"progress_probe": True, "progress_baseline": "0"}
+
+
+@pytest.mark.parametrize(
+    ("ends", "caps", "verdict", "says"),
+    [
+        # Five time limits, each after the tracker advanced: none counts toward max_attempts=3.
+        (
+            [(T, "1"), (T, "2"), (T, "3"), (T, "4"), (T, "5")],
+            {"max_attempts": 3},
+            Verdict.RESUBMIT,
+            "job ended TIMEOUT, which is resubmittable (5 attempt(s) that advanced before a time limit",
+        ),
+        # The same with preemptions.
+        ([(P, "1"), (P, "2"), (P, "3")], {"max_attempts": 3}, Verdict.RESUBMIT, "job ended PREEMPTED"),
+        # A time limit without progress counts: 1 + 1 of max_attempts=2 (the advancing ones do not).
+        (
+            [(T, "1"), (T, "1"), (T, "2"), (T, "2")],
+            {"max_attempts": 2},
+            Verdict.FAIL,
+            "but max_attempts=2 is reached",
+        ),
+        # A node failure counts even after progress: it is not the scheduler's clock.
+        ([(H, "1"), (H, "2")], {"max_attempts": 2}, Verdict.FAIL, "but max_attempts=2 is reached"),
+        # The overall bound stops even a training that always advances.
+        (
+            [(T, "1"), (T, "2"), (T, "3")],
+            {"max_attempts_overall": 3},
+            Verdict.FAIL,
+            "but max_attempts_overall=3 is reached",
+        ),
+        # Preemptions without progress do not count against the no-progress cap (2) ...
+        (
+            [(T, "1"), (P, "1"), (P, "1"), (P, "1")],
+            {"max_attempts_without_progress": 2},
+            Verdict.RESUBMIT,
+            "job ended PREEMPTED",
+        ),
+        # ... but they count toward max_attempts (3 of 3).
+        (
+            [(T, "1"), (P, "1"), (P, "1"), (P, "1")],
+            {"max_attempts": 3},
+            Verdict.FAIL,
+            "but max_attempts=3 is reached",
+        ),
+        # Time limits without progress around a preemption: 2 of the no-progress cap 2.
+        (
+            [(T, "1"), (T, "1"), (P, "1"), (T, "1")],
+            {"max_attempts_without_progress": 2},
+            Verdict.FAIL,
+            "the last 2 attempt(s) made no progress",
+        ),
+        # A failure is a failure, whatever the progress.
+        ([(T, "1"), (F, "2")], {}, Verdict.FAIL, "job ended FAILED"),
+    ],
+)
+def test_progress_is_not_failure(
+    ends: list[tuple[SlurmState, str | None]], caps: dict[str, int], verdict: Verdict, says: str
+) -> None:
+    args: dict[str, Any] = {"completion_ok": None, "max_attempts": 10, "max_attempts_without_progress": 3}
+    d = decide(_ended(*ends), **{**args, **PROBE, **caps})
+    assert (d.verdict, says in d.reason) == (verdict, True), d.reason
+
+
+def test_without_a_probe_every_time_limit_counts() -> None:
+    ended = _ended((T, "1"), (T, "2"), (T, "3"))
+    d = decide(ended, completion_ok=None, max_attempts=3, max_attempts_without_progress=3)
+    assert (d.verdict, d.reason) == (
+        Verdict.FAIL,
+        "job ended TIMEOUT, which is resubmittable, but max_attempts=3 is reached",
+    )
+
+
+def test_a_hung_attempt_counts_even_when_the_probe_moved() -> None:
+    ended = _hung(_ended((T, "1"), (T, "2")), 1, 2)
+    d = decide(ended, completion_ok=None, max_attempts=2, max_attempts_without_progress=5, **PROBE)  # type: ignore[arg-type]
+    assert d.verdict is Verdict.FAIL
+    assert "max_attempts=2 is reached" in d.reason
+
+
+# ----------------------------------------------------------------------------------- fatal outcomes
+DIVERGED = resubmission.FatalRules("DIVERGED", (r"(?i)loss: nan\b",))
+
+
+@pytest.mark.parametrize(
+    ("state", "completion_ok", "verdict"),
+    [
+        (SlurmState.FAILED, None, Verdict.FATAL),
+        (SlurmState.TIMEOUT, None, Verdict.FATAL),  # resubmittable, but it would diverge again
+        (SlurmState.COMPLETED, False, Verdict.FATAL),
+        (SlurmState.COMPLETED, True, Verdict.SUCCEED),  # the work is done: a NaN on the way is history
+        (SlurmState.COMPLETED, None, Verdict.SUCCEED),
+    ],
+)
+def test_a_fatal_match_is_never_resubmitted(
+    state: SlurmState, completion_ok: bool | None, verdict: Verdict
+) -> None:
+    attempt = replace(_attempts(None)[0], state=state, fatal="DIVERGED", fatal_line="it 3 | lm loss: nan |")
+    d = decide([attempt], completion_ok=completion_ok, max_attempts=10, max_attempts_without_progress=3)
+    assert d.verdict is verdict
+    if verdict is Verdict.FATAL:
+        assert d.reason == (
+            "DIVERGED: its log says 'it 3 | lm loss: nan |'; not resubmitted (a rerun would end the same way)"
+        )
+
+
+def test_a_hung_attempt_whose_log_matched_is_fatal() -> None:
+    attempt = replace(_hung(_attempts(None), 1)[0], fatal="DIVERGED", fatal_line="x")
+    d = decide([attempt], completion_ok=None, max_attempts=10, max_attempts_without_progress=3)
+    assert d.verdict is Verdict.FATAL
+
+
+def test_fatal_rules_take_the_first_matching_line_of_the_first_rule_that_matches() -> None:
+    tail = "it 1 | lm loss: 2.0 |\n  it 2 | lm loss: NaN |\nit 3 | lm loss: nan |\nRuntimeError: boom\n"
+    other = resubmission.FatalRules("CRASHED", (r"^RuntimeError",))
+    attempt = _attempts(None)[0]
+    matched = resubmission.match_fatal((other, DIVERGED), attempt, tail)
+    assert (matched.fatal, matched.fatal_line) == ("CRASHED", "RuntimeError: boom")
+    matched = resubmission.match_fatal((DIVERGED, other), attempt, tail)
+    assert (matched.fatal, matched.fatal_line) == ("DIVERGED", "it 2 | lm loss: NaN |")
+    assert resubmission.match_fatal((DIVERGED,), attempt, "it 1 | lm loss: 2.0 |\n") is attempt
+
+
+def test_the_fatal_fields_survive_the_json_form() -> None:
+    attempt = replace(_attempts(None)[0], state=SlurmState.FAILED, fatal="DIVERGED", fatal_line="l",
+                      verdict=Verdict.FATAL)  # fmt: skip
+    data = attempt.to_dict()
+    assert (data["extra"], data["verdict"]) == ({"fatal": "DIVERGED", "fatal_line": "l"}, "fatal")
+    assert Attempt.from_dict(data) == attempt
+
+
+class _LogCluster(_Cluster):
+    """A cluster whose every log reads ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def stat(self, path: str) -> Any:
+        from slurm_operator.records import RemoteStat
+
+        return RemoteStat(path, True, size=len(self.text))
+
+    def read_log(self, path: str, offset: int, length: int) -> Any:
+        from slurm_operator.records import LogChunk
+
+        return LogChunk(self.text[offset : offset + length], offset, offset + length)
+
+
+def test_judge_reads_the_tail_and_records_the_fatal_match() -> None:
+    cluster = _LogCluster("it 1 | lm loss: 2.0 |\nit 2 | lm loss: nan |\nAssertionError\n")
+    failed = replace(_attempts(None)[0], state=SlurmState.FAILED, exit_code=1)
+    caps = resubmission.Caps(10, 2, None, 100, (DIVERGED,))
+    judged, decision = resubmission.judge(
+        cluster,  # type: ignore[arg-type]
+        [failed],
+        baseline=None,
+        work_done=None,
+        caps=caps,
+        log=_Log(),
+    )
+    assert (judged.fatal, judged.fatal_line, judged.verdict) == (
+        "DIVERGED",
+        "it 2 | lm loss: nan |",
+        Verdict.FATAL,
+    )
+    assert decision.reason.startswith("DIVERGED: its log says 'it 2 | lm loss: nan |'")
+    message = resubmission.failure_message(cluster, judged, decision)  # type: ignore[arg-type]
+    assert message.splitlines()[0] == (
+        "Slurm job 100 FAILED (exit code 1), attempt 1: DIVERGED: its log says 'it 2 | lm loss: nan |'; "
+        "not resubmitted (a rerun would end the same way); log /l/100.out; last 20 lines:"
+    )
+
+
+def test_judge_does_not_read_the_log_of_a_job_that_finished_its_work() -> None:
+    done = replace(_attempts(None)[0], state=SlurmState.COMPLETED)
+    cluster = _LogCluster("lm loss: nan\n")
+    caps = resubmission.Caps(10, 2, None, 100, (DIVERGED,))
+    judged, decision = resubmission.judge(
+        cluster,  # type: ignore[arg-type]
+        [done],
+        baseline=None,
+        work_done=True,
+        caps=caps,
+        log=_Log(),
+    )
+    assert (judged.fatal, decision.verdict) == (None, Verdict.SUCCEED)
