@@ -33,6 +33,10 @@ from autoexp_cluster.safe_pickle import UnsafeCheckpointError
 log = logging.getLogger("autoexp_cluster.trainer")
 
 DONE_MESSAGE = "after training is done"
+# --exit-duration-in-mins counts from here, as Megatron-LM's from its _TRAIN_START_TIME (set when its
+# training module is imported): model building and data loading are inside the budget the template
+# derived from the job's time limit.
+PROCESS_START = time.monotonic()
 
 
 @dataclass
@@ -319,7 +323,6 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------
     def train(self) -> int:
         args, rt = self.args, self.rt
-        started = time.monotonic()
         self.load()
         interval_loss, interval_norm, interval_n = 0.0, 0.0, 0
         t_last = time.perf_counter()
@@ -345,7 +348,7 @@ class Trainer:
                 stop = f"exiting program after receiving signal {rt.stop_signal[0]}."
             elif (
                 args.exit_duration_in_mins is not None
-                and (time.monotonic() - started) / 60 > args.exit_duration_in_mins
+                and (time.monotonic() - PROCESS_START) / 60 > args.exit_duration_in_mins
             ):
                 stop = f"exiting program after {args.exit_duration_in_mins} minutes"
             elif args.exit_interval and self.iteration % args.exit_interval == 0:

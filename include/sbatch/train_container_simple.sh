@@ -12,6 +12,9 @@
 #SBATCH --output={output_file}
 #SBATCH --open-mode=append
 #SBATCH --job-name={name}
+# At the time limit: SIGTERM to the training step 120 s before it (Slurm's own SIGTERM would leave only
+# KillWait, 30 s by default); --exit-signal-handler below saves and exits. docs/cluster-tools.md.
+#SBATCH --signal=TERM@120
 
 set -euo pipefail
 
@@ -37,11 +40,28 @@ source "{AUTOEXP_INCLUDE}/helpers/site_env.sh"
 autoexp_site_env "{MODULES}" "{JOB_ENV}" || exit 2
 mkdir -p "$CHECKPOINT_PATH" "{LOGS}/.megatron_cache"
 
+# ---- time limit and resume (docs/cluster-tools.md#time-limits-and-corrupt-checkpoints) ----------
+# Set in the YAML's JOB_ENV, e.g. "AUTOEXP_EXIT_MARGIN_MINUTES=20"; defaults here, so any config renders.
+EXIT_MARGIN_MINUTES="${{AUTOEXP_EXIT_MARGIN_MINUTES:-10}}"
+MAX_CKPT_ROLLBACKS="${{AUTOEXP_MAX_CKPT_ROLLBACKS:-2}}"
+# shellcheck disable=SC1091  # as site_env.sh above
+source "{AUTOEXP_INCLUDE}/helpers/time_limit.sh"
+# The trainer stops by itself, saving, this long after it starts: TIME minus what has run minus the margin.
+EXIT_MINUTES="$(autoexp_exit_minutes "{TIME}" "$EXIT_MARGIN_MINUTES" "$SECONDS")"
+if [ -z "$EXIT_MINUTES" ]; then
+    echo "[autoexp] TIME {TIME} leaves no minute after the exit margin ($EXIT_MARGIN_MINUTES min): no --exit-duration-in-mins, only the signal"
+fi
+
 # ---- container runtime: apptainer | singularity | none (include/helpers/container_runtime.sh) ----
 GPUS_PER_NODE={GPUS_PER_NODE}
 # shellcheck disable=SC1091  # as site_env.sh above
 source "{AUTOEXP_INCLUDE}/helpers/container_runtime.sh"
 autoexp_container "{CONTAINER_RUNTIME}" "$GPUS_PER_NODE" "{CONTAINER_IMAGE}" "{CONTAINER_ARGS}" || exit 2
+
+# The checkpoint the tracker names must be whole before anything resumes from it: a corrupt one is set
+# aside (renamed) and the tracker rolled back, at most MAX_CKPT_ROLLBACKS times per training (exit 3 then).
+"${{CONTAINER[@]}}" "$PYTHON" "{AUTOEXP_INCLUDE}/autoexp_cluster/ckpt_check.py" "$CHECKPOINT_PATH" \
+    --max-rollbacks "$MAX_CKPT_ROLLBACKS" || exit 3
 
 # ---- rendezvous ---------------------------------------------------------------------------------
 NPROC_PER_NODE=$(( GPUS_PER_NODE > 0 ? GPUS_PER_NODE : 1 ))
@@ -121,7 +141,9 @@ ARGS=(
     --save "$CHECKPOINT_PATH"
     --load "$CHECKPOINT_PATH"
     --tensorboard-dir "$CHECKPOINT_PATH/tensorboard"
+    --exit-signal-handler
 )
+if [ -n "$EXIT_MINUTES" ]; then ARGS+=(--exit-duration-in-mins "$EXIT_MINUTES"); fi
 if [ "$GPUS_PER_NODE" -gt 0 ]; then ARGS+=(--distributed-backend nccl); else ARGS+=(--distributed-backend gloo); fi
 
 LAUNCH=(
