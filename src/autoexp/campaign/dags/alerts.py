@@ -85,7 +85,9 @@ def failure_of(context: Context) -> Failure:
     stored = None if in_dag_processor_callback() else state_get(context)
     if isinstance(stored, dict) and stored.get("attempts"):
         last = Ledger.from_dict(stored).current
-        return _with_job(failure, last.job_id, last.shown_state, last.exit_code, last.log_path)
+        # A job whose log matched a fatal rule shows as that (DIVERGED): Slurm's state is in the error.
+        state = last.fatal or last.shown_state
+        return _with_job(failure, last.job_id, state, last.exit_code, last.log_path)
     try:  # no stored history (a runner without the state store): the job id the operator pushed
         job_id = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_JOB_ID, map_indexes=ti.map_index)
     except Exception as exc:  # an alert must go out even when XCom is unreachable

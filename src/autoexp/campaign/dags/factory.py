@@ -144,6 +144,7 @@ def _checkpoint_group(
             submit_lock=dag_plan.submit_lock,
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
+            max_attempts_overall=settings.max_attempts_overall,
             poll_interval=phase.poll_interval,
             unknown_timeout=settings.unknown_timeout,
             pool=settings.pool_name,
@@ -194,6 +195,9 @@ def _phase_tasks(
             progress_command=train_plan.progress_command,
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
+            max_attempts_overall=settings.max_attempts_overall,
+            # A diverged training is recorded DIVERGED and not resubmitted nor retried.
+            fatal_patterns={name: list(p) for name, p in train_plan.fatal_patterns.items()},
             poll_interval=phase.poll_interval,
             unknown_timeout=settings.unknown_timeout,
             # A hung training (NCCL deadlock, stuck file system) shows as a log and a checkpoint

@@ -7,7 +7,7 @@ when a training counts as done, how long a wait may last, what the report reads)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from slurm_operator import naming
 
 from autoexp.campaign.planning import fields, run_layout
+from autoexp.campaign.planning.divergence import FATAL_PATTERNS
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
 from autoexp.campaign.planning.report_data import param_count
 from autoexp.campaign.planning.schedule import dag_schedule
@@ -60,7 +61,8 @@ class WaitPlan:
 @dataclass(frozen=True)
 class TrainPlan:
     """A phase's training task: its script, log pattern, start condition and completion checks;
-    ``job_name``: its Slurm job name, the same in every run (``job_name``)."""
+    ``job_name``: its Slurm job name, the same in every run (``job_name``); ``fatal_patterns``: the
+    log lines that end it without resubmission (``divergence.FATAL_PATTERNS``)."""
 
     script_path: str
     output_path: str
@@ -70,6 +72,7 @@ class TrainPlan:
     progress_command: str
     progress_paths: tuple[str, ...]
     job_name: str
+    fatal_patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,9 @@ def wait_budget(phase: PhasePlan, settings: AirflowSettings) -> float:
         return settings.checkpoint_timeout_secs
     if phase.time_limit_secs is None:
         return _UNBOUNDED_WAIT
-    attempts = (settings.retries + 1) * settings.max_attempts
+    # A try may submit up to max_attempts_overall jobs: time limits after progress do not count
+    # toward max_attempts.
+    attempts = (settings.retries + 1) * settings.max_attempts_overall
     return attempts * phase.time_limit_secs + _QUEUE_SLACK
 
 
@@ -285,6 +290,7 @@ def _phase_tasks(
         progress_command=run_layout.tracker_value(phase.checkpoint_dir),
         progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
         job_name=names(phase.key, TRAIN_TASK),
+        fatal_patterns=FATAL_PATTERNS,
     )
     checkpoints = None
     if phase.convert is not None:

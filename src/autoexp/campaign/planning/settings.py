@@ -234,12 +234,26 @@ class AirflowSettings:
         default=0.0,
         ge=0,
         description="how long a checkpoint wait may last; 0 derives it from the training's budget: "
-        "(retries + 1) x max_attempts x its Slurm time limit, plus an hour of queueing "
+        "(retries + 1) x max_attempts_overall x its Slurm time limit, plus an hour of queueing "
         "(7 days without a time limit)",
     )
-    max_attempts: Count = Field(default=10, ge=1, description="Slurm submissions per task try")
+    max_attempts: Count = Field(
+        default=10,
+        ge=1,
+        description="Slurm submissions per task try that count: all but a training's time limit or "
+        "preemption after which its checkpoint tracker advanced",
+    )
     max_attempts_without_progress: Count = Field(
-        default=3, ge=1, description="consecutive submissions without a new checkpoint before a task fails"
+        default=3,
+        ge=1,
+        description="consecutive submissions without a new checkpoint before a task fails (a preemption "
+        "is skipped)",
+    )
+    max_attempts_overall: Count = Field(
+        default=100,
+        ge=1,
+        description="Slurm submissions per task try whatever their end: bounds a training that keeps "
+        "advancing across time limits",
     )
     unknown_timeout: Seconds = Field(
         default=1800.0,

@@ -43,7 +43,7 @@ def test_wait_budget_follows_the_training_time_budget() -> None:
     phase = plan_campaign(campaign(exps=("a",)), SETTINGS)[0].pretrain
     assert wait_budget(phase, SETTINGS) == 7 * 86400.0  # no TIME: unbounded (a week)
     timed = dataclasses.replace(phase, time_limit_secs=600)
-    tries = (SETTINGS.retries + 1) * SETTINGS.max_attempts
+    tries = (SETTINGS.retries + 1) * SETTINGS.max_attempts_overall
     assert wait_budget(timed, SETTINGS) == tries * 600 + 3600.0  # every attempt's limit, plus queueing
     assert wait_budget(timed, AirflowSettings(checkpoint_timeout_secs=90.0)) == 90.0
 

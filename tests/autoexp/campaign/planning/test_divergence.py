@@ -9,7 +9,11 @@ import pytest
 from slurm_operator.records import Attempt
 from slurm_operator.resubmission import FatalRules, match_fatal
 
+from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.planning.divergence import DIVERGED, FATAL_PATTERNS
+from autoexp.campaign.planning.plan import plan_campaign
+from autoexp.campaign.planning.settings import AirflowSettings
+from tests.autoexp.campaign.planning.jobs import campaign
 
 RULES = tuple(FatalRules(name, patterns) for name, patterns in FATAL_PATTERNS.items())
 LOGS = Path(__file__).parent / "data" / "training_logs"
@@ -81,3 +85,9 @@ def test_the_torchrun_tail_of_a_nan_run_is_diverged_at_its_nan_line() -> None:
         matched.fatal_line
         == "iteration 120/400 | lm loss: nan | grad norm: nan | number of nan iterations: 1 |"
     )
+
+
+def test_every_training_of_a_plan_stops_on_divergence() -> None:
+    settings = AirflowSettings()
+    dag = plan_dag(plan_campaign(campaign(exps=("a",)), settings)[0], settings)
+    assert [phase.train.fatal_patterns for phase in dag.phases] == [FATAL_PATTERNS] * len(dag.phases)
