@@ -67,6 +67,10 @@ class SlurmJobTrigger(BaseTrigger):
         while RUNNING before the wait ends with a ``hung`` event; None: no hang detection.
     :param startup_timeout: seconds a job runs before it can be judged hung at all.
     :param progress_paths: more files whose change means progress (the log always counts).
+    :param progress_pattern: a regex whose group 1 is the progress the job's log reports (an
+        integer: a training iteration); once it matched, only a new high of it or a change of
+        ``progress_paths`` is progress, a log that merely grows is not (``watchdog.ProgressMark``;
+        needs ``stream_logs``).
     :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
         ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
         after writing the XCom the operator would return): no task process resumes to judge it.
@@ -94,8 +98,10 @@ class SlurmJobTrigger(BaseTrigger):
         end_task_on_success: bool = False,
         completion_regex: str | None = None,
         completion_command: str | None = None,
+        progress_pattern: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.progress_pattern = progress_pattern
         self.end_task_on_success = end_task_on_success
         self.completion_regex = completion_regex
         self.completion_command = completion_command
@@ -128,6 +134,8 @@ class SlurmJobTrigger(BaseTrigger):
             progress_timeout=self.progress_timeout,
             startup_timeout=self.startup_timeout,
             paths=tuple(dict.fromkeys([*paths, *self.progress_paths])),
+            # The mark reads the relayed lines: without them it would never see progress.
+            progress_pattern=self.progress_pattern if self.stream_logs and self.log_path else None,
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -177,7 +185,7 @@ class SlurmJobTrigger(BaseTrigger):
                 missing = 0
                 terminal = record.state in TERMINAL_STATES
                 if relaying and record.state is not SlurmState.PENDING:
-                    await self._relay_log(hook, book, final=terminal)
+                    dog.saw_log(await self._relay_log(hook, book, final=terminal), res.remote_now)
                 if terminal:
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     if relaying:
@@ -264,24 +272,25 @@ class SlurmJobTrigger(BaseTrigger):
             status=events.ERROR, message=message, job_id=self.job_id, log_offset=offset, carry=self.carry
         )
 
-    async def _relay_log(self, hook: AsyncSlurmHook, book: RelayBook, *, final: bool) -> None:
-        """Log the new complete lines of the job log, after storing the position past them."""
+    async def _relay_log(self, hook: AsyncSlurmHook, book: RelayBook, *, final: bool) -> str:
+        """Log the new complete lines of the job log, after storing the position past them; -> them."""
         assert self.log_path is not None
         if not await book.ready(wait=final):
-            return  # where an earlier run of this trigger got to is not known yet: relay nothing
+            return ""  # where an earlier run of this trigger got to is not known yet: relay nothing
         try:
             chunk = await hook.read_log(self.log_path, book.offset, _LOG_READ_BYTES)
         except RemotePathNotFoundError:
-            return  # the job has not opened its log yet
+            return ""  # the job has not opened its log yet
         except SlurmError as exc:
             self.log.warning("could not read %s: %s", self.log_path, exc)
-            return
+            return ""
         text, next_offset = complete_lines(chunk, final=final)
         if text and await book.advance(next_offset, final=final):
             # One record for the whole read, right after the store: the triggerer writes it to the
             # task log whole or not at all, and one record's envelope instead of one per line
             # shortens the time it spends in the triggerer's pipe (see relay_position).
             self.log.info("%s", "\n".join(f"[slurm {self.job_id}] {line}" for line in text.splitlines()))
+        return text
 
     async def on_kill(self) -> None:
         """A user acted on the deferred task: cancel the job so it does not run on unattended."""

@@ -68,14 +68,18 @@ def unknown_alarm(record: JobRecord, seconds: float, timeout: float) -> Alarm | 
     )
 
 
-def quiet_seconds(remote_now: float, elapsed: float, files: Sequence[RemoteStat]) -> float:
-    """Seconds since the newest change of any watched file, counted from the job's start at most.
+def quiet_seconds(
+    remote_now: float, elapsed: float, files: Sequence[RemoteStat], advanced_at: float | None = None
+) -> float:
+    """Seconds since the newest change of any watched file (or ``advanced_at``, the cluster time the
+    job's reported progress last rose), counted from the job's start at most.
 
     A file last changed before the job started (the progress file of an earlier attempt) or not
     there yet counts as changed at the start: the clock starts when the job starts RUNNING.
     """
     start = remote_now - elapsed
-    return remote_now - max([start, *(f.mtime for f in files if f.exists)])
+    marks = [start, *(f.mtime for f in files if f.exists)]
+    return remote_now - max([*marks, advanced_at] if advanced_at is not None else marks)
 
 
 def hung_alarm(
@@ -85,9 +89,14 @@ def hung_alarm(
     *,
     progress_timeout: float,
     startup_timeout: float,
+    mark: ProgressMark | None = None,
 ) -> Alarm | None:
     """Hung ⇔ RUNNING, run for ``startup_timeout`` at least, no watched file changed for ``progress_timeout``
     (and at least one of them visible).
+
+    With a ``mark`` that has seen the job report its progress, the log (``files[0]``) no longer
+    counts as a change: only a new high of the reported progress or a change of another file does
+    (a restart loop or a rank printing warnings keeps the log growing without progress).
 
     ``remote_now`` and the job's run time (its Elapsed, computed by Slurm) both come from the
     cluster, as do the files' mtimes: no clock of the Airflow side is involved, so there is no skew
@@ -103,14 +112,44 @@ def hung_alarm(
     elapsed = elapsed_seconds(record.elapsed)
     if elapsed is None or elapsed < startup_timeout:
         return None
-    quiet = quiet_seconds(remote_now, elapsed, files)
+    by_mark = mark is not None and mark.high is not None
+    counted = files[1:] if by_mark else files
+    quiet = quiet_seconds(remote_now, elapsed, counted, mark.advanced_at if by_mark and mark else None)
     if quiet < progress_timeout:
         return None
+    if by_mark and mark is not None:
+        what = (
+            f"its reported progress stayed at {mark.high} while its log went on, and none of its "
+            f"{len(counted)} progress file(s) changed"
+        )
+    else:
+        what = f"none of its {len(files)} watched file(s) changed"
     return Alarm(
         "hung",
-        f"job {record.job_id} made no progress for {duration(quiet)}: none of its {len(files)} watched "
-        f"file(s) changed (progress_timeout {duration(progress_timeout)}; running for {duration(elapsed)})",
+        f"job {record.job_id} made no progress for {duration(quiet)}: {what} (progress_timeout "
+        f"{duration(progress_timeout)}; running for {duration(elapsed)})",
     )
+
+
+@dataclass
+class ProgressMark:
+    """The highest progress a job's log reported (``pattern``'s group 1, an integer such as a
+    training iteration) and the cluster time it was first seen there.
+
+    Only a new high counts: a job restarting from a checkpoint in a loop reports the same
+    iterations again and again. Kept in memory: after a triggerer restart it starts unseen, and
+    the log counts as progress again until the job reports a value.
+    """
+
+    pattern: str
+    high: int | None = None
+    advanced_at: float | None = None
+
+    def saw(self, text: str, remote_now: float | None) -> None:
+        """Take the values ``text`` (new complete lines of the log) reports, read at ``remote_now``."""
+        values = [int(m.group(1)) for m in re.finditer(self.pattern, text, re.MULTILINE)]
+        if values and remote_now is not None and (self.high is None or max(values) > self.high):
+            self.high, self.advanced_at = max(values), remote_now
 
 
 @dataclass
@@ -122,6 +161,9 @@ class Watchdog:
         judged hung; None turns hang detection off.
     :param startup_timeout: seconds a job runs before it can be judged hung at all.
     :param paths: the watched files (the job's log first).
+    :param progress_pattern: a regex whose group 1 is the progress the job's log reports (e.g. a
+        training iteration); once seen, a growing log alone is not progress (``ProgressMark``).
+        Only where the waiter reads the log (it must call ``saw_log``).
     """
 
     job_id: str
@@ -129,7 +171,18 @@ class Watchdog:
     progress_timeout: float | None = None
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     paths: tuple[str, ...] = ()
+    progress_pattern: str | None = None
     unknown_since: float | None = field(default=None, init=False)
+    mark: ProgressMark | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.progress_pattern:
+            self.mark = ProgressMark(self.progress_pattern)
+
+    def saw_log(self, text: str, remote_now: float | None) -> None:
+        """New complete lines of the job's log, read at cluster time ``remote_now``."""
+        if self.mark is not None and text:
+            self.mark.saw(text, remote_now)
 
     @property
     def watching(self) -> bool:
@@ -163,4 +216,5 @@ class Watchdog:
             stats,
             progress_timeout=self.progress_timeout,
             startup_timeout=self.startup_timeout,
+            mark=self.mark,
         )

@@ -75,7 +75,8 @@ def wait_in_worker(
         missing = 0
         terminal = record.state in TERMINAL_STATES
         if spec.stream_logs and spec.log_path and record.state is not SlurmState.PENDING:
-            offset = _relay(hook, spec.log_path, offset, relay, final=terminal)
+            text, offset = _relay(hook, spec.log_path, offset, relay, final=terminal)
+            dog.saw_log(text, states.remote_now)
         if terminal:
             return Ended(record, offset)
         alarm = dog.observe(record, now=wall(), remote_now=states.remote_now, files=states.files)
@@ -96,11 +97,14 @@ def relay_lines(logger: TaskLog, job_id: str) -> Callable[[str], None]:
     return relay
 
 
-def _relay(hook: SlurmHook, path: str, offset: int, relay: Callable[[str], None], *, final: bool) -> int:
+def _relay(
+    hook: SlurmHook, path: str, offset: int, relay: Callable[[str], None], *, final: bool
+) -> tuple[str, int]:
+    """Relay the log's new complete lines; -> (them, the offset past them)."""
     try:
         chunk = hook.read_log(path, offset)
     except (RemotePathNotFoundError, SlurmError):
-        return offset  # not there yet, or unreadable this time: the next poll tries again
+        return "", offset  # not there yet, or unreadable this time: the next poll tries again
     text, next_offset = complete_lines(chunk, final=final)
     relay(text)
-    return next_offset
+    return text, next_offset

@@ -107,6 +107,7 @@ JOB_KWARGS: dict[str, Any] = {
     "end_task_on_success": False,
     "completion_regex": None,
     "completion_command": None,
+    "progress_pattern": None,
 }
 
 

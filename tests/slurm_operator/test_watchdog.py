@@ -167,3 +167,58 @@ def test_watchdog_judges_hangs_only_on_rounds_that_statted_every_watched_path() 
     off = Watchdog(job_id="42", unknown_timeout=30, progress_timeout=None, paths=(LOG,))
     assert not off.watching
     assert off.observe(record, now=0, remote_now=NOW, files=quiet) is None
+
+
+# Megatron-LM's iteration line, the progress the campaign gives as ``progress_pattern``.
+ITERATION = r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"
+
+
+def _line(iteration: int) -> str:
+    return f" [2026-12-03 08:00:00] iteration {iteration:>8}/    1200 | lm loss: 2.5 | grad norm: 0.9 |\n"
+
+
+def _dog() -> Watchdog:
+    return Watchdog(
+        job_id="42",
+        unknown_timeout=60,
+        progress_timeout=600,
+        startup_timeout=0,
+        paths=(LOG, TRACKER),
+        progress_pattern=ITERATION,
+    )
+
+
+def test_a_restart_loop_whose_log_keeps_growing_is_hung_once_its_iteration_stops_rising() -> None:
+    """It resumes from a checkpoint again and again (30 .. 37, 30 .. 37): the log changes every few
+    seconds, the highest iteration it reports does not."""
+    dog = _dog()
+    fresh_log = {LOG: _file(LOG, 2), TRACKER: _file(TRACKER, 3000)}
+    dog.saw_log("".join(_line(i) for i in range(30, 38)), NOW - 700)
+    for minute in range(10):
+        dog.saw_log(_line(30) + _line(37), NOW - 600 + 60 * minute)
+    alarm = dog.observe(_running("2:00:00"), now=0, remote_now=NOW, files=fresh_log)
+    assert alarm is not None
+    assert alarm.kind == "hung"
+    assert "its reported progress stayed at 37 while its log went on" in alarm.message
+    assert "11 min 40 s" in alarm.message  # since iteration 37 was first seen
+
+
+def test_a_rising_iteration_or_a_new_checkpoint_is_progress_however_quiet_the_log() -> None:
+    dog = _dog()
+    old_log = {LOG: _file(LOG, 590), TRACKER: _file(TRACKER, 3000)}
+    dog.saw_log(_line(37), NOW - 5000)
+    dog.saw_log(_line(40), NOW - 590)  # a slow but healthy step
+    assert dog.observe(_running("2:00:00"), now=0, remote_now=NOW, files=old_log) is None
+    saved = {LOG: _file(LOG, 2), TRACKER: _file(TRACKER, 30)}  # the save after the step
+    dog.saw_log(_line(40), NOW)
+    assert dog.observe(_running("2:00:00"), now=0, remote_now=NOW + 500, files=saved) is None
+
+
+def test_a_log_that_never_reports_the_pattern_counts_as_progress_as_before() -> None:
+    """A trainer printing another format is never judged by a pattern it does not print."""
+    dog = _dog()
+    dog.saw_log("step 1 loss 2.5\nstep 2 loss 2.4\n", NOW - 5000)
+    files = {LOG: _file(LOG, 5), TRACKER: _file(TRACKER, 3000)}
+    assert dog.mark is not None
+    assert dog.mark.high is None
+    assert dog.observe(_running("2:00:00"), now=0, remote_now=NOW, files=files) is None
