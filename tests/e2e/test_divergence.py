@@ -1,0 +1,104 @@
+"""A diverged training stops after one attempt: recorded DIVERGED, not resubmitted, not retried.
+
+The trainer is a stand-in run by the demo's real torchrun and srun (as in test_alert_nan.py): it
+logs a few Megatron-style iterations, a NaN loss, and fails an assertion. The run allows
+resubmission (the ``max_attempts`` Param is 3) and one Airflow retry: without the divergence rule the
+FAILED job would be retried once (2 jobs). With it: one Slurm job, one try, one alert saying
+DIVERGED with the NaN line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.campaign import DAG_ID, REPO, create_pool, job_name, reduced_config
+from tests.fixtures.stack_api import task_instances
+
+pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+NAN_LINE = "iteration 120/400 | lm loss: nan | grad norm: nan | number of nan iterations: 1 |"
+TRAINER = f"""import sys
+for i in range(100, 120):
+    print(f"iteration {{i}}/400 | lm loss: {{3.1 - i / 1000:.4f}} | number of nan iterations: 0 |")
+print({NAN_LINE!r}, flush=True)
+assert False, "found NaN in loss at iteration 120"
+"""
+
+
+def _jobs(cluster: Any, name: str) -> list[list[str]]:
+    """``JobID, State, ElapsedRaw, End`` (End in epoch seconds) of the jobs named ``name``."""
+    out = subprocess.run(
+        [
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-a",
+            "--name",
+            name,
+            "-o",
+            "JobID,State,ElapsedRaw,End",
+            "-S",
+            "now-1hour",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**cluster.env(), "SLURM_TIME_FORMAT": "%s"},
+        timeout=60,
+    ).stdout
+    return [line.split("|") for line in out.splitlines() if line.strip()]
+
+
+def test_a_diverged_training_stops_after_one_attempt(
+    tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any
+) -> None:
+    trainer = tmp_path / "nan_train.py"
+    trainer.write_text(TRAINER)
+    alerts = tmp_path / "alerts.log"
+    demo_dir = tmp_path / "campaign"
+    config = reduced_config(
+        tmp_path,
+        ('TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"', f'TRAIN_SCRIPT: "{trainer}"'),
+        ("  paused: false\n", f"  paused: false\n  notify: {{kind: log, path: {alerts}}}\n"),
+    )
+    assert "  retries: 1\n" in config.read_text()  # an Airflow retry is allowed: it must not be used
+    stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
+    create_pool(stack)
+    run_id = stack.trigger(DAG_ID, {"max_attempts": 3}, timeout=300)
+    assert stack.wait_run(DAG_ID, run_id, timeout=600, poll=3) == "failed"
+
+    name = job_name(config, demo_dir)
+    jobs = _jobs(slurm_cluster, name)
+    assert [state for _, state, _, _ in jobs] == ["FAILED"], jobs  # one job: no resubmission, no retry
+    train = next(t for t in task_instances(stack, DAG_ID, run_id) if t["task_id"] == "pretrain.train")
+    assert (train["state"], train["try_number"]) == ("failed", 1), train
+
+    def failure_alert() -> str | None:
+        text = alerts.read_text() if alerts.exists() else ""
+        return text if "autoexp FAILED" in text else None
+
+    text = stack.poll("the failure alert", failure_alert, timeout=120, interval=2)
+    time.sleep(3)  # a late duplicate would show
+    text = alerts.read_text()
+    assert text.count("autoexp FAILED") == 1, text
+    job_id = jobs[0][0]
+    assert f"slurm_job={job_id} state=DIVERGED exit_code=1 " in text, text
+    assert (
+        f"Slurm job {job_id} FAILED (exit code 1), attempt 1: DIVERGED: its log says {NAN_LINE!r}; "
+        "not resubmitted (a rerun would end the same way); log "
+    ) in text, text
+
+    # The figures of the note: job-seconds the fault cost, seconds from the job's end to the task's.
+    ended = datetime.fromisoformat(train["end_date"]).timestamp()
+    fault_to_action = ended - float(jobs[0][3])
+    print(
+        f"\nDIVERGED: jobs={len(jobs)} job_seconds={jobs[0][2]} job_end_to_task_failed={fault_to_action:.1f}s"
+    )
+    assert fault_to_action < 120, fault_to_action
