@@ -3,8 +3,8 @@
 # stops it. Sourced, never executed.
 
 # Print Slurm time limit $1 (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, as sbatch --time
-# reads it) in whole minutes; print nothing for UNLIMITED/infinite or a value it cannot read.
-autoexp_time_minutes() {
+# reads it) in seconds; print nothing for UNLIMITED/infinite or a value it cannot read.
+autoexp_time_seconds() {
     local t="$1" days=0 h=0 m=0 s=0 rest
     case "$t" in UNLIMITED|unlimited|infinite|INFINITE|"") return 0 ;; esac
     if [[ "$t" =~ ^([0-9]+)-(.*)$ ]]; then
@@ -19,7 +19,7 @@ autoexp_time_minutes() {
     elif [[ "$t" =~ ^([0-9]+):([0-9]+):([0-9]+)$ ]]; then
         h=$((10#${BASH_REMATCH[1]})); m=$((10#${BASH_REMATCH[2]})); s=$((10#${BASH_REMATCH[3]}))
     else return 0; fi
-    echo $(( days * 1440 + h * 60 + m + s / 60 ))
+    echo $(( days * 86400 + h * 3600 + m * 60 + s ))
 }
 
 # Print the --exit-duration-in-mins for a trainer started now: time limit $1 minus the $3 seconds the
@@ -27,8 +27,8 @@ autoexp_time_minutes() {
 # as "off", so nothing is printed when less than one minute would be left.
 autoexp_exit_minutes() {
     local limit margin="$2" elapsed="${3:-0}" left
-    limit="$(autoexp_time_minutes "$1")"
+    limit="$(autoexp_time_seconds "$1")"
     [ -n "$limit" ] || return 0
-    left=$(( (limit * 60 - elapsed) / 60 - margin ))
+    left=$(( (limit - elapsed) / 60 - margin ))
     if [ "$left" -ge 1 ]; then echo "$left"; fi
 }

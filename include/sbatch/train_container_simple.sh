@@ -12,9 +12,9 @@
 #SBATCH --output={output_file}
 #SBATCH --open-mode=append
 #SBATCH --job-name={name}
-# At the time limit: SIGTERM to the training step 120 s before it (Slurm's own SIGTERM would leave only
-# KillWait, 30 s by default); --exit-signal-handler below saves and exits. docs/cluster-tools.md.
-#SBATCH --signal=TERM@120
+# At the time limit: SIGTERM to this shell 120 s before it (Slurm's own SIGTERM would leave only
+# KillWait, 30 s by default), passed on to the training (see the end). docs/cluster-tools.md.
+#SBATCH --signal=B:TERM@120
 
 set -euo pipefail
 
@@ -152,8 +152,31 @@ LAUNCH=(
     "$TRAIN_SCRIPT" "${{ARGS[@]}}"
 )
 echo "[autoexp] launching: ${{LAUNCH[*]}}"
+# The time-limit signal (#SBATCH --signal=B:TERM@...) reaches this shell only. `scancel --signal`
+# passes it to every process of the job's steps (never `kill srun`: srun answers SIGTERM by killing
+# the step), where Megatron-LM's --exit-signal-handler saves and exits. torchrun's agent gets it too
+# and exits non-zero (after at most 30 s for its workers), so a stop at the limit ends the job 0: the
+# tracker is short of TRAIN_ITERS and the training is resubmitted (a save cut short is caught by
+# ckpt_check above). srun runs in the background because bash runs a trap only between commands.
+STOPPED_AT_LIMIT=0
+on_limit() {{
+    STOPPED_AT_LIMIT=1
+    echo "[autoexp] time-limit signal at $(date -u +%FT%TZ): passing SIGTERM to the training to save and stop"
+    scancel --signal=TERM "$SLURM_JOB_ID" || kill -TERM "$SRUN_PID" 2>/dev/null || true
+}}
+trap on_limit TERM
 # torchrun reads --node-rank from PET_NODE_RANK: each srun task sets its own.
 # shellcheck disable=SC2016  # expanded by the per-task shell, not here
 srun --wait=60 --kill-on-bad-exit=1 --ntasks-per-node=1 \
-    bash -c 'export PET_NODE_RANK="$SLURM_PROCID"; exec "$@"' autoexp-launch "${{LAUNCH[@]}}"
-echo "[autoexp] job ${{SLURM_JOB_ID:-none}} finished $(date -u +%FT%TZ)"
+    bash -c 'export PET_NODE_RANK="$SLURM_PROCID"; exec "$@"' autoexp-launch "${{LAUNCH[@]}}" &
+SRUN_PID=$!
+RC=0
+wait "$SRUN_PID" || RC=$?
+if [ "$STOPPED_AT_LIMIT" = 1 ]; then
+    # The first wait returned when the trap ran; this one lasts until the training has stopped.
+    wait "$SRUN_PID" || RC=$?
+    echo "[autoexp] stopped at the time limit (training exit $RC): ending the job 0 for its resubmission"
+    RC=0
+fi
+echo "[autoexp] job ${{SLURM_JOB_ID:-none}} finished $(date -u +%FT%TZ) (exit $RC)"
+exit "$RC"

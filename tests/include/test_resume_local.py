@@ -48,14 +48,14 @@ def job_text(log: Path, job_id: str) -> str:
 def test_a_time_limit_resubmission_recomputes_no_iteration(
     slurm_cluster: Any, demo_data: DemoData, tmp_path: Path
 ) -> None:
-    """TIME 3 min, exit margin 1 min: the trainer stops itself after ~1 min (--exit-duration-in-mins
-    1: 3 min minus the seconds already run, rounded down, minus the margin), saves, exits 0 (COMPLETED, no TIMEOUT); the resubmission resumes at the next iteration.
-    The job's own --signal is set to 5 s on the command line so that this test sees the duration
-    path, not the signal path."""
+    """TIME 2:30, exit margin 1 min: the trainer stops itself after a minute (--exit-duration-in-mins
+    1: 150 s minus the seconds already run, in whole minutes, minus the margin), saves, exits 0
+    (COMPLETED, no TIMEOUT); the resubmission resumes at the next iteration. The job's own --signal is set to 5 s
+    on the command line so that this test sees the duration path, not the signal path."""
     logs = tmp_path / "logs"
     log = logs / "exp" / "slurm_train.out"
     params = demo_params(
-        logs, demo_data.prefix, demo_data.tokenizer, TIME=3, JOB_ENV="AUTOEXP_EXIT_MARGIN_MINUTES=1",
+        logs, demo_data.prefix, demo_data.tokenizer, TIME="2:30", JOB_ENV="AUTOEXP_EXIT_MARGIN_MINUTES=1",
         TRAIN_ITERS=1_000_000, LR_DECAY_ITERS=1_000_000, LOG_INTERVAL=1, SAVE_INTERVAL=1_000_000,
     )  # fmt: skip
     script = render(TRAIN, params, tmp_path / "train.sbatch")
@@ -63,10 +63,10 @@ def test_a_time_limit_resubmission_recomputes_no_iteration(
     saved: list[int] = []
     first: list[int] = []
     for _ in range(2):
-        job = sbatch(slurm_cluster, script, log, "--signal=TERM@5")
+        job = sbatch(slurm_cluster, script, log, "--signal=B:TERM@5")
         assert wait_done(slurm_cluster, job, log, deadline_s=240) == "COMPLETED", _tail(log)
         text = job_text(log, job)
-        assert "exiting program after 1" in text, _tail(log)
+        assert re.search(r"exiting program after \d+(\.\d+)? minutes", text), _tail(log)
         iters = [int(i) for i in ITERATION.findall(text)]
         first.append(iters[0])
         saved.append(int(SAVED.findall(text)[-1]))
@@ -111,6 +111,28 @@ def test_a_truncated_newest_checkpoint_is_rolled_back_and_the_training_finishes(
     aside = list(ckpts.glob("iter_0000020.corrupt-*"))
     assert len(aside) == 1
     assert (ckpts / ".autoexp_rollbacks").read_text().count("\n") == 1
-    print(
-        f"rollback: {seconds:.1f} s from fault to finished training, {elapsed_s(slurm_cluster, job)} job-seconds"
-    )
+    cost = elapsed_s(slurm_cluster, job)
+    print(f"rollback: {seconds:.1f} s from fault to finished training, {cost} job-seconds")
+
+
+def test_the_time_limit_signal_makes_the_trainer_save_before_slurm_stops_it(
+    slurm_cluster: Any, demo_data: DemoData, tmp_path: Path
+) -> None:
+    """The template's own `#SBATCH --signal=B:TERM@120`, TIME 3 and no exit margin (the duration would
+    be the whole limit): the SIGTERM comes first, the batch shell passes it on, the training saves its
+    last iteration and the job ends COMPLETED (exit 0), not TIMEOUT or FAILED."""
+    logs = tmp_path / "logs"
+    log = logs / "exp" / "slurm_train.out"
+    params = demo_params(
+        logs, demo_data.prefix, demo_data.tokenizer, TIME=3, JOB_ENV="AUTOEXP_EXIT_MARGIN_MINUTES=0",
+        TRAIN_ITERS=1_000_000, LR_DECAY_ITERS=1_000_000, LOG_INTERVAL=1, SAVE_INTERVAL=1_000_000,
+    )  # fmt: skip
+    job = sbatch(slurm_cluster, render(TRAIN, params, tmp_path / "train.sbatch"), log)
+    state = wait_done(slurm_cluster, job, log, deadline_s=300)
+    text = job_text(log, job)
+    assert "exiting program after receiving signal 15" in text, _tail(log)
+    iters = [int(i) for i in ITERATION.findall(text)]
+    assert int(SAVED.findall(text)[-1]) == iters[-1]  # nothing computed after the last save
+    print(f"signal: state {state}, {elapsed_s(slurm_cluster, job)} s, saved at {iters[-1]}")
+    assert state == "COMPLETED", _tail(log)
+    assert "[autoexp] stopped at the time limit (training exit " in text
