@@ -36,6 +36,7 @@ class OperatorArguments(Protocol):
     failure_budget: float
     min_defer_seconds: float
     progress_paths: list[str]
+    progress_pattern: str | None
     submit_lock: str | None
 
 
@@ -63,6 +64,12 @@ def check_arguments(op: OperatorArguments) -> None:
                 re.compile(pattern)
             except re.error as exc:
                 raise AirflowException(f"{task}: fatal_patterns[{name!r}] {pattern!r}: {exc}") from None
+    if op.progress_pattern is not None:
+        try:
+            if re.compile(op.progress_pattern).groups < 1:
+                raise re.error("needs a group: its group 1 is the progress")
+        except re.error as exc:
+            raise AirflowException(f"{task}: progress_pattern {op.progress_pattern!r}: {exc}") from None
     if min(op.max_attempts, op.max_attempts_without_progress, op.max_attempts_overall) < 1:
         raise AirflowException(
             f"{task}: max_attempts, max_attempts_without_progress and max_attempts_overall must be >= 1"
@@ -109,4 +116,5 @@ def job_trigger_kwargs(op: OperatorArguments, ledger: Ledger) -> dict[str, Any]:
         "progress_timeout": op.progress_timeout,
         "startup_timeout": op.startup_timeout,
         "progress_paths": op.progress_paths,
+        "progress_pattern": op.progress_pattern,
     }

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from slurm_operator import airflow_internals, cancels, events, naming, recovery, resubmission
+from slurm_operator import airflow_internals, cancels, error_lines, events, naming, recovery, resubmission
 from slurm_operator.arguments import check_arguments, job_trigger_kwargs, submit_spec
 from slurm_operator.events import EventSchemaError
 from slurm_operator.exceptions import SlurmError
@@ -66,6 +66,9 @@ class SlurmOperator(BaseOperator):
         ``progress_paths`` before it is cancelled as hung and resubmitted (None: off).
     :param startup_timeout: seconds a job runs before it can be judged hung at all.
     :param progress_paths: more remote files whose change means progress (templated).
+    :param progress_pattern: a regex whose group 1 is the progress the job's log reports (an
+        integer, e.g. a training iteration); once it matched, only a new high of it or a change of
+        ``progress_paths`` is progress: a log that grows without it (a restart loop) is hung.
     :param submit_lock: cluster file to ``flock`` around "an active job has this name? adopt it,
         else sbatch" (one remote command): task instances sharing a ``job_name`` (runs of one DAG
         sweeping the same work) never both submit, even when Airflow's run limit is bypassed.
@@ -90,6 +93,9 @@ class SlurmOperator(BaseOperator):
         "submit_lock",
     )
     ui_color = "#c7e9c0"
+    #: What a failed job's error shows of its log: the error lines, not its launcher's boilerplate
+    #: (a subclass names its launcher's patterns).
+    log_patterns: error_lines.LogPatterns = error_lines.GENERIC
 
     def __init__(
         self,
@@ -119,6 +125,7 @@ class SlurmOperator(BaseOperator):
         progress_timeout: float | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         progress_paths: Sequence[str] = (),
+        progress_pattern: str | None = None,
         submit_lock: str | None = None,
         end_task_on_success: bool = False,
         **kwargs: Any,
@@ -149,6 +156,7 @@ class SlurmOperator(BaseOperator):
         self.progress_timeout = progress_timeout
         self.startup_timeout = startup_timeout
         self.progress_paths = list(progress_paths)
+        self.progress_pattern = progress_pattern
         self.submit_lock = submit_lock
         self.end_task_on_success = end_task_on_success
         self._ledger: Ledger | None = None  # the job history of the try running here, for on_kill
@@ -363,7 +371,7 @@ class SlurmOperator(BaseOperator):
                 self.log.exception("on_resubmit failed; resubmitting anyway")
             self._submit(context, hook, ledger)
             return self._wait(context, hook, ledger)
-        message = resubmission.failure_message(hook, ledger.current, decision)
+        message = resubmission.failure_message(hook, ledger.current, decision, self.log_patterns)
         if decision.verdict is Verdict.FATAL:
             raise AirflowFailException(message)  # no Airflow retry: it would end the same way
         raise AirflowException(message)

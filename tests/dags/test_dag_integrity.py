@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import BundleDagBag
 
+from autoexp.campaign.planning.training_log import ITERATION_PROGRESS
 from autoexp.config.builtins import tools_hash
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +81,8 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     # Hang detection: the log and the checkpoint tracker are watched, with the campaign's defaults.
     assert (train.progress_timeout, train.startup_timeout, train.unknown_timeout) == (3600, 7200, 1800)
     assert train.progress_paths == [f"{run_dir}/checkpoints/latest_checkpointed_iteration.txt"]
+    # A log that grows while the reported iteration does not rise (a restart loop) is no progress.
+    assert train.progress_pattern == ITERATION_PROGRESS
     convert = dag.task_dict["pretrain.checkpoints.convert_eval"]
     assert (convert.progress_timeout, convert.unknown_timeout) == (None, 1800)
     cooldown = dag.task_dict["cooldown_12K.train"]
@@ -104,13 +107,13 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert wait.iteration == 40
     assert wait.checkpoint_dir == f"{run_dir}/checkpoints"
     # The branch wait watches pretraining's outcome and gives up after pretraining's time budget:
-    # (retries 1 + 1) x max_attempts 3 x TIME 15 min + 1 h of queueing.
+    # (retries 1 + 1) x max_attempts_overall 100 x TIME 15 min + 1 h of queueing.
     assert wait.watch_phase == "pretrain"
-    assert wait.timeout_secs == 2 * 3 * 900 + 3600
+    assert wait.timeout_secs == 2 * 100 * 900 + 3600
     assert dag.task_dict["pretrain.checkpoints.wait"].watch_phase == "pretrain"
     # A cooldown's checkpoint waits start with the run: pretraining's budget comes on top of theirs.
     cooldown_waits = dag.task_dict["cooldown_12K.checkpoints.wait"]
-    assert cooldown_waits.timeout_secs == wait.timeout_secs + 2 * 3 * 900 + 3600
+    assert cooldown_waits.timeout_secs == 2 * wait.timeout_secs  # pretraining's and the cooldown's
     assert dag.task_dict["cooldown_8K.checkpoints.wait"].watch_phase == "cooldown_8K"
     assert dag.task_dict["stage"].upstream_task_ids == set()
     # One mapped instance per expected checkpoint: pretraining saves at 20, 40 and 60.

@@ -40,6 +40,7 @@ def _op(**kwargs: Any) -> SlurmOperator:
         ),
         ({"max_attempts_overall": 0}, "max_attempts, max_attempts_without_progress and max_attempts_overall"),
         ({"fatal_patterns": {"DIVERGED": ["(nan"]}}, r"fatal_patterns\['DIVERGED'\] '\(nan': missing \)"),
+        ({"progress_pattern": r"iteration \d+"}, r"progress_pattern .*: needs a group: its group 1 is"),
         ({"sbatch_args": ["--job-name=x"]}, "sbatch_args '--job-name=x': set job_name / output_path"),
         ({"sbatch_args": ["-o", "/x"]}, "sbatch_args '-o': set job_name / output_path"),
         ({"unknown_timeout": 0}, r"unknown_timeout must be > 0, .* got 0, None, 7200"),

@@ -205,6 +205,7 @@ def _phase_tasks(
             progress_timeout=settings.progress_timeout or None,
             startup_timeout=settings.startup_timeout,
             progress_paths=list(train_plan.progress_paths),
+            progress_pattern=train_plan.progress_pattern,
             pool=settings.pool_name,
             resubmit_alert=resubmit_alerts(dag_plan.experiment.name, settings.notify),
         )

@@ -22,6 +22,7 @@ from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import TRAIN_TASK
 from autoexp.campaign.planning.phase_gate import skip_reason
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
+from autoexp.campaign.planning.training_log import TRAINING_LOG
 
 T = TypeVar("T")
 
@@ -51,6 +52,8 @@ class CampaignSlurmOperator(SlurmOperator):
         ``<phase>.stopped`` when a user stops the task while it waits; the phase's checkpoint waits
         watch them and stop waiting at once instead of for the whole wait budget.
     """
+
+    log_patterns = TRAINING_LOG  # a failed job's error shows its lines, not torchrun's report
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from slurm_operator import naming
 
-from autoexp.campaign.planning import fields, run_layout
+from autoexp.campaign.planning import fields, run_layout, training_log
 from autoexp.campaign.planning.divergence import FATAL_PATTERNS
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
 from autoexp.campaign.planning.report_data import param_count
@@ -61,8 +61,9 @@ class WaitPlan:
 @dataclass(frozen=True)
 class TrainPlan:
     """A phase's training task: its script, log pattern, start condition and completion checks;
-    ``job_name``: its Slurm job name, the same in every run (``job_name``); ``fatal_patterns``: the
-    log lines that end it without resubmission (``divergence.FATAL_PATTERNS``)."""
+    ``job_name``: its Slurm job name, the same in every run (``job_name``); ``progress_pattern``:
+    the iteration its log reports, its progress for hang detection; ``fatal_patterns``: the log
+    lines that end it without resubmission (``divergence.FATAL_PATTERNS``)."""
 
     script_path: str
     output_path: str
@@ -72,6 +73,7 @@ class TrainPlan:
     progress_command: str
     progress_paths: tuple[str, ...]
     job_name: str
+    progress_pattern: str = training_log.ITERATION_PROGRESS
     fatal_patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -35,3 +35,8 @@ TORCHRUN_BOILERPLATE: Final[tuple[str, ...]] = (
 )
 
 TRAINING_LOG: Final = GENERIC.with_boilerplate(TORCHRUN_BOILERPLATE)
+
+# Megatron-LM's progress line (``training_log``: `` iteration       37/    1200 | ...``; our CPU
+# trainer prints the same): group 1 is the iteration, the training's progress for hang detection.
+# A validation line (``validation loss at iteration 40 | ...``) has no ``/ total`` and does not match.
+ITERATION_PROGRESS: Final = r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"

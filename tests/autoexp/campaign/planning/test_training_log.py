@@ -3,12 +3,13 @@ job shown (real-looking tails of a Megatron NaN, a toy trainer's NaN loss, an un
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from slurm_operator.error_lines import GAP, GENERIC, error_lines
 
-from autoexp.campaign.planning.training_log import TRAINING_LOG
+from autoexp.campaign.planning.training_log import ITERATION_PROGRESS, TRAINING_LOG
 
 # A stand-in trainer that logs a NaN loss and asserts, under the real torchrun of this venv (Python
 # 3.11: its tracebacks have caret lines) and srun: the shape tests/e2e/test_alert_nan.py runs.
@@ -104,3 +105,20 @@ def test_picking_again_from_a_window_of_srun_picked_lines() -> None:
     window = "\n".join(error_lines((DATA / REAL).read_text(), GENERIC))
     assert window.startswith(f"{NAN_ITERATION}\n{GAP}\n    return launch_agent(\n"), window
     assert error_lines(window, TRAINING_LOG) == [NAN_ITERATION]
+
+
+@pytest.mark.parametrize(
+    ("line", "iteration"),
+    [
+        # Megatron-LM's training_log and our CPU trainer's (include/autoexp_cluster/trainer.py)
+        (" [2026-12-03 08:00:00] iteration       37/    1200 | consumed samples: 148 | lm loss: 2.5 |", 37),
+        (" iteration     1200/    1200 | elapsed time per iteration (ms): 91.2 |", 1200),
+        (" validation loss at iteration 40 | lm loss value: 5.9E+00 |", None),
+        ("  successfully saved checkpoint from iteration      40 to /ckpt", None),
+    ],
+)
+def test_the_iteration_progress_pattern_reads_the_training_line_only(
+    line: str, iteration: int | None
+) -> None:
+    m = re.search(ITERATION_PROGRESS, line)
+    assert (int(m.group(1)) if m else None) == iteration
