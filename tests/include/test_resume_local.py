@@ -50,8 +50,8 @@ def test_a_time_limit_resubmission_recomputes_no_iteration(
 ) -> None:
     """TIME 2:30, exit margin 1 min: the trainer stops itself after a minute (--exit-duration-in-mins
     1: 150 s minus the seconds already run, in whole minutes, minus the margin), saves, exits 0
-    (COMPLETED, no TIMEOUT); the resubmission resumes at the next iteration. The job's own --signal is set to 5 s
-    on the command line so that this test sees the duration path, not the signal path."""
+    (COMPLETED, no TIMEOUT); the resubmission resumes at the next iteration. The job's own --signal
+    is set to 5 s on the command line so that this test sees the duration path, not the signal."""
     logs = tmp_path / "logs"
     log = logs / "exp" / "slurm_train.out"
     params = demo_params(

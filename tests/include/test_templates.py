@@ -78,7 +78,8 @@ def test_train_template_stops_before_the_time_limit_by_default(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("limit", "margin", "elapsed", "minutes"),
     [("360", 10, 5, "349"), ("3", 1, 3, "1"), ("2", 1, 3, ""), ("02:00:00", 10, 0, "110"),
-     ("1-00:30", 10, 0, "1460"), ("45:30", 5, 0, "40"), ("2:30", 1, 29, "1"), ("2:30", 1, 31, ""), ("UNLIMITED", 10, 0, ""), ("1", 10, 0, "")],
+     ("1-00:30", 10, 0, "1460"), ("45:30", 5, 0, "40"), ("2:30", 1, 29, "1"), ("2:30", 1, 31, ""),
+     ("UNLIMITED", 10, 0, ""), ("1", 10, 0, "")],
 )  # fmt: skip
 def test_exit_minutes_from_any_sbatch_time_form(limit: str, margin: int, elapsed: int, minutes: str) -> None:
     helper = REPO / "include" / "helpers" / "time_limit.sh"
