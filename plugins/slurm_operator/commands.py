@@ -14,6 +14,9 @@ from slurm_operator.states import ACTIVE_STATES, ADOPTABLE_STATES
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"
 # squeue has no exit code and no allocated TRES; %T is the long state name, -r expands array tasks.
 SQUEUE_FORMAT = "%i|%j|%T|%M|%S|%e|%N|%r"
+# `squeue --start` of the pending jobs: the live reason and the backfill scheduler's estimated start
+# (%S, N/A while it has none); parsers.PENDING_FIELDS must match.
+PENDING_FORMAT = "%i|%r|%S"
 # Lines starting with this mark separate the sections of the batched state query's output.
 SECTION_MARK = "#slurm-operator-section"
 # squeue's long names of the states in which a job has not ended (an awk alternation).
@@ -83,7 +86,9 @@ def job_states(ids: Iterable[str], *, watch: bool = False) -> str:
     sacct first: it reads accounting, the only record that keeps finished jobs. Jobs sacct does not
     list (just submitted, not yet recorded; or accounting disabled) are asked of squeue, and when
     squeue fails (a job purged after MinJobAge, or no such job) each of them of ``scontrol show job``.
-    Each section starts with ``SECTION_MARK <source> <exit status>``.
+    Each section starts with ``SECTION_MARK <source> <exit status>``. The jobs sacct lists as
+    PENDING are also asked of ``squeue --start`` (a ``pending`` section: the live reason and the
+    estimated start), in the same command; squeue's own section has both already (%r, %S).
 
     With ``watch`` the command first prints a ``files`` section: the cluster's clock (``date +%s``)
     and ``MTIME SIZE PATH`` for each path of ``watch_input(paths)`` (sent on stdin) that exists, so
@@ -94,6 +99,16 @@ def job_states(ids: Iterable[str], *, watch: bool = False) -> str:
     script += f"""
 out=$(sacct -X -P -n -o {SACCT_FORMAT} -j "$1"); rc=$?
 echo "{SECTION_MARK} sacct $rc"; printf '%s\\n' "$out"
+if [ $rc -eq 0 ]; then
+  # Accounting's reason of a pending job lags and it has no estimated start: ask squeue, only
+  # about the jobs sacct lists as pending (State is field NF-7: a '|' in a job name shifts $3).
+  pending=$(printf '%s\\n' "$out" |
+    awk -F'|' 'NF >= 10 && $(NF-7) == "PENDING" && $1 ~ /^[0-9]+(_[0-9]+)?$/ {{printf ",%s", $1}}')
+  if [ -n "$pending" ]; then
+    est=$(squeue --start -h -r -o '{PENDING_FORMAT}' -j "${{pending#,}}"); erc=$?
+    echo "{SECTION_MARK} pending $erc"; printf '%s\\n' "$est"
+  fi
+fi
 missing=""
 for id in $(echo "$1" | tr , ' '); do
   [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -q "^$id[|_.]" && continue

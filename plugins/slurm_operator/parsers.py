@@ -6,7 +6,7 @@ import codecs
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_operator.commands import ADOPT_MARK, COPY_MARK, SECTION_MARK
 from slurm_operator.exceptions import (
@@ -33,6 +33,9 @@ SACCT_FIELDS = (
     "Reason",
 )
 SQUEUE_FIELDS = ("JobID", "JobName", "State", "Elapsed", "Start", "End", "NodeList", "Reason")
+PENDING_FIELDS = ("JobID", "Reason", "StartTime")
+_PENDING_ID = re.compile(r"^\d+(_\d+)?$")
+_START_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
 
 _PARSABLE = re.compile(r"^(\d+)(;\S+)?$")
 # Refusals that go away by themselves: a submit limit (QOS/association MaxSubmit...) or a busy
@@ -203,12 +206,38 @@ def parse_squeue(text: str) -> list[JobRecord]:
         if not line.strip():
             continue
         job, name, state, elapsed, start, end, nodes, reason = _split(line, SQUEUE_FIELDS)
-        records.append(
-            _record(
-                job, name, state, "", elapsed=elapsed, start=start, end=end, node_list=nodes, reason=reason
-            )
-        )
+        rec = _record(job, name, state, "", elapsed=elapsed, end=end, node_list=nodes, reason=reason)
+        # %S of a pending job is the scheduler's estimate, not a start.
+        if rec.state is SlurmState.PENDING:
+            rec = replace(rec, expected_start=_clean(start) or None)
+        else:
+            rec = replace(rec, start=_clean(start))
+        records.append(rec)
     return records
+
+
+def parse_pending(text: str) -> dict[str, tuple[str, str | None]]:
+    """Rows of ``squeue --start -o PENDING_FORMAT``: job id -> (reason, estimated start or None).
+
+    ``N/A`` (no estimate yet: the backfill scheduler has not placed the job) becomes None; a row
+    that is not ``ID|REASON|YYYY-MM-DDTHH:MM:SS`` (or ``N/A``) raises, quoting it.
+    """
+    pending: dict[str, tuple[str, str | None]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != len(PENDING_FIELDS):
+            raise SlurmParseError(f"expected {len(PENDING_FIELDS)} '|'-separated fields "
+                                  f"({','.join(PENDING_FIELDS)}) from squeue --start", line)  # fmt: skip
+        job, reason, start = (p.strip() for p in parts)
+        expected = _clean(start)
+        if not _PENDING_ID.match(job) or not (expected == "" or _START_TIME.match(expected)):
+            raise SlurmParseError(
+                "expected 'ID|REASON|YYYY-MM-DDTHH:MM:SS' (or N/A) from squeue --start", line
+            )
+        pending[job] = (_clean(reason), expected or None)
+    return pending
 
 
 def parse_scontrol(text: str) -> list[JobRecord]:
@@ -257,6 +286,7 @@ def _sections(stdout: str) -> list[tuple[str, int, str]]:
 
 _PARSERS = {"sacct": parse_sacct, "squeue": parse_squeue, "scontrol": parse_scontrol}
 WATCH_SOURCE = "files"
+PENDING_SOURCE = "pending"
 
 
 def parse_watch(text: str, paths: Iterable[str]) -> tuple[float, dict[str, RemoteStat]]:
@@ -281,10 +311,12 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str], watch: Iterab
     """Merge the sections of ``commands.job_states`` into one record per requested id.
 
     Accounting (sacct) wins; squeue/scontrol only fill in ids sacct did not list. The answer is
-    authoritative when sacct answered. A requested array base id (``42``) gets an aggregate record
-    (see ``aggregate_array``). Raises SlurmCommandError when no source answered at all (e.g.
-    slurmctld and slurmdbd both down), quoting stderr. The ``watch`` paths' stats and the remote
-    clock come from the ``files`` section, when the command was built with one.
+    authoritative when sacct answered. The ``pending`` section (``squeue --start``) gives the
+    PENDING jobs sacct listed their live reason and estimated start. A requested array base id
+    (``42``) gets an aggregate record (see ``aggregate_array``). Raises SlurmCommandError when no
+    source answered at all (e.g. slurmctld and slurmdbd both down), quoting stderr. The ``watch``
+    paths' stats and the remote clock come from the ``files`` section, when the command was built
+    with one.
     """
     wanted = list(ids)
     sections = _sections(stdout)
@@ -294,9 +326,15 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str], watch: Iterab
     answered: list[str] = []
     remote_now: float | None = None
     files: dict[str, RemoteStat] = {}
+    pending: dict[str, tuple[str, str | None]] = {}
     for source, rc, text in sections:
         if source == WATCH_SOURCE:
             remote_now, files = parse_watch(text, watch)
+            continue
+        if source == PENDING_SOURCE:
+            # A failed squeue (the jobs started or ended since sacct) leaves accounting's reason.
+            if rc == 0:
+                pending = parse_pending(text)
             continue
         if rc != 0:
             continue
@@ -312,6 +350,10 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str], watch: Iterab
         raise SlurmCommandError(
             f"no Slurm command could report jobs {','.join(wanted)}: {message}", stderr=stderr
         )
+    for job, (reason, expected) in pending.items():
+        known = records.get(job)
+        if known is not None and known.state is SlurmState.PENDING:
+            records[job] = replace(known, reason=reason or known.reason, expected_start=expected)
     for job in wanted:
         if job not in records and "_" not in job:
             tasks = [r for k, r in records.items() if k.startswith(f"{job}_")]
@@ -342,6 +384,7 @@ def aggregate_array(job: str, tasks: Sequence[JobRecord]) -> JobRecord:
         alloc_tres=pick.alloc_tres,
         reason=summary,
         raw_state=pick.raw_state,
+        expected_start=pick.expected_start,
     )
 
 

@@ -18,6 +18,10 @@ class JobRecord:
     :param state: the parsed state; ``raw_state`` keeps the text (``"CANCELLED by 0"``).
     :param exit_code: the job script's exit status (``3`` of ``3:0``), None when unknown.
     :param signal: the signal that ended it (``15`` of ``0:15``), None when unknown.
+    :param reason: why Slurm holds it (``Priority``, ``Dependency``) or how it ended; while it is
+        PENDING, read live from squeue (accounting's copy lags).
+    :param expected_start: while PENDING, the start the backfill scheduler estimates
+        (``2026-12-03T14:05:00``); None when Slurm has none yet.
     """
 
     job_id: str
@@ -32,6 +36,18 @@ class JobRecord:
     alloc_tres: str = ""
     reason: str = ""
     raw_state: str = ""
+    expected_start: str | None = None
+
+    def pending_note(self) -> str | None:
+        """``Priority, est. start 2026-12-03T14:05`` (or ``..., no start estimate yet``): what the
+        task log says about a PENDING job, to the minute (a line per change: seconds would only
+        repeat it); None for a job that is not pending."""
+        if self.state is not SlurmState.PENDING:
+            return None
+        reason = self.reason or "no reason given yet"
+        if not self.expected_start:
+            return f"{reason}, no start estimate yet"
+        return f"{reason}, est. start {self.expected_start[:16]}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

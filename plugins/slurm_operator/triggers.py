@@ -161,6 +161,7 @@ class SlurmJobTrigger(BaseTrigger):
         try:
             last_ok = time.monotonic()
             missing = 0
+            pending: str | None = None  # the pending note last logged: one line per change
             while True:
                 res = await sub.next()
                 if res.error is not None:
@@ -183,6 +184,9 @@ class SlurmJobTrigger(BaseTrigger):
                         return
                     continue
                 missing = 0
+                note, pending = pending, record.pending_note()
+                if pending is not None and pending != note:
+                    self.log.info("Slurm job %s pending: %s", self.job_id, pending)
                 terminal = record.state in TERMINAL_STATES
                 if relaying and record.state is not SlurmState.PENDING:
                     dog.saw_log(await self._relay_log(hook, book, final=terminal), res.remote_now)

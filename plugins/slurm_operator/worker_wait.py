@@ -52,6 +52,7 @@ def wait_in_worker(
     offset = spec.log_offset
     last_ok = clock()
     missing = 0
+    pending: str | None = None  # the pending note last logged: one line per change
     while True:
         try:
             states = hook.job_states([spec.job_id], watch)
@@ -73,6 +74,9 @@ def wait_in_worker(
             sleep(spec.poll_interval)
             continue
         missing = 0
+        note, pending = pending, record.pending_note()
+        if pending is not None and pending != note:
+            log.info("Slurm job %s pending: %s", spec.job_id, pending)
         terminal = record.state in TERMINAL_STATES
         if spec.stream_logs and spec.log_path and record.state is not SlurmState.PENDING:
             text, offset = _relay(hook, spec.log_path, offset, relay, final=terminal)

@@ -209,3 +209,64 @@ def test_accounting_script_passes_the_names_as_one_list(tmp_path: Path) -> None:
     assert out.stdout.splitlines()[-3:] == ["-S", "2026-11-01", "--name=x_train,y_train"]
     empty = subprocess.run(argv, input="", capture_output=True, text=True, env=env, check=True)
     assert empty.stdout == ""
+
+
+def test_job_states_asks_squeue_start_about_the_jobs_sacct_lists_pending() -> None:
+    script = shlex.split(commands.job_states(["1"]))[2]
+    assert commands.PENDING_FORMAT == "%i|%r|%S"
+    assert (
+        "  pending=$(printf '%s\\n' \"$out\" |\n"
+        "    awk -F'|' 'NF >= 10 && $(NF-7) == \"PENDING\" && $1 ~ /^[0-9]+(_[0-9]+)?$/ "
+        '{printf ",%s", $1}\')\n'
+        '  if [ -n "$pending" ]; then\n'
+        "    est=$(squeue --start -h -r -o '%i|%r|%S' -j \"${pending#,}\"); erc=$?\n"
+        f'    echo "{SECTION_MARK} pending $erc"; printf \'%s\\n\' "$est"\n'
+        "  fi\n"
+    ) in script
+    # Inside the sacct branch, before the fallback that reuses $out and $rc.
+    assert script.index("squeue --start") < script.index('missing=""')
+
+
+def _fake_slurm(tmp_path: Path, sacct: str, squeue_start: str) -> dict[str, str]:
+    """sacct printing ``sacct``; squeue printing ``squeue_start`` and logging its argv."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "sacct.out").write_text(sacct)
+    (tmp_path / "squeue.out").write_text(squeue_start)
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\ncat {tmp_path / 'sacct.out'}\n")
+    (bin_dir / "squeue").write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path / "squeue.argv"}\ncat {tmp_path / "squeue.out"}\n'
+    )
+    for name in ("sacct", "squeue"):
+        (bin_dir / name).chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+
+def test_the_pending_jobs_are_asked_of_squeue_start_in_the_same_command(tmp_path: Path) -> None:
+    """The real shell runs the command; sacct and squeue print what the local Slurm 22.05 printed
+    (tests/slurm_operator/data/pending/job_states.txt): jobs 4 and 5 pend, one with a '|' in its name."""
+    sacct = (
+        "1|wrap|RUNNING|0:0|00:00:56|2026-12-03T08:55:05|Unknown|node59929|billing=1,cpu=1,node=1|None\n"
+        "4|w|r|ap|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned||None\n"
+        "5|wrap|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned||None\n"
+    )
+    env = _fake_slurm(tmp_path, sacct, "4|Resources|2027-12-03T08:55:05\n5|Priority|N/A\n")
+    proc = subprocess.run(
+        ["sh", "-c", commands.job_states(["1", "4", "5"])], capture_output=True, text=True, env=env
+    )
+    assert (
+        tmp_path / "squeue.argv"
+    ).read_text() == "--start -h -r -o %i|%r|%S -j 4,5\n"  # once, pending only
+    states = parsers.parse_job_states(proc.stdout, proc.stderr, ["1", "4", "5"])
+    rec = states.records
+    assert (rec["4"].reason, rec["4"].expected_start) == ("Resources", "2027-12-03T08:55:05")
+    assert (rec["5"].reason, rec["5"].expected_start) == ("Priority", None)
+    assert (rec["1"].state, rec["1"].expected_start) == (SlurmState.RUNNING, None)
+
+
+def test_no_pending_job_no_squeue(tmp_path: Path) -> None:
+    sacct = "1|wrap|RUNNING|0:0|00:00:56|2026-12-03T08:55:05|Unknown|node59929|cpu=1|None\n"
+    env = _fake_slurm(tmp_path, sacct, "")
+    proc = subprocess.run(["sh", "-c", commands.job_states(["1"])], capture_output=True, text=True, env=env)
+    assert "pending" not in proc.stdout
+    assert not (tmp_path / "squeue.argv").exists()

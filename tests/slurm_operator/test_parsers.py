@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from slurm_operator import parsers
 from slurm_operator.commands import SECTION_MARK
@@ -204,3 +206,67 @@ def test_tres_counts_keeps_countable_resources() -> None:
     counts = parsers.tres_counts("billing=4,cpu=4,gres/gpu=2,gres/gpu:h100=2,mem=16G,node=1")
     assert counts == {"billing": 4, "cpu": 4, "gres/gpu": 2, "gres/gpu:h100": 2, "node": 1}
     assert parsers.tres_counts("") == {}
+
+
+# `commands.job_states` for jobs 1-5 on the local Slurm 22.05: 1 running without a time limit, 2
+# held by --dependency=afterok:1, 3 by --begin=now+1hour, 4 and 5 --exclusive behind 1. Accounting
+# still says "None" for 4 and 5; squeue --start names the live reason, and backfill's estimate
+# (a year on: job 1 has no time limit) or N/A.
+PENDING_OUTPUT = (Path(__file__).parent / "data" / "pending" / "job_states.txt").read_text()
+
+
+def test_parse_job_states_takes_reason_and_estimate_from_squeue_start() -> None:
+    states = parsers.parse_job_states(PENDING_OUTPUT, "", ["1", "2", "3", "4", "5"])
+    got = {j: (r.state, r.reason, r.expected_start) for j, r in states.records.items()}
+    assert got == {
+        "1": (SlurmState.RUNNING, "", None),
+        "2": (SlurmState.PENDING, "Dependency", None),
+        "3": (SlurmState.PENDING, "BeginTime", "2026-12-03T09:55:05"),
+        "4": (SlurmState.PENDING, "Resources", "2027-12-03T08:55:05"),
+        "5": (SlurmState.PENDING, "Priority", "2027-12-03T08:55:05"),
+    }
+    assert (states.source, states.authoritative) == ("sacct", True)  # squeue --start only adds to it
+
+
+def test_a_failed_squeue_start_leaves_accounting_s_reason() -> None:
+    out = _sections(("sacct", 0, "3|wrap|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned||Dependency\n"),
+                    ("pending", 1, ""))  # fmt: skip
+    rec = parsers.parse_job_states(out, "slurm_load_jobs error: Invalid job id specified\n", ["3"]).records[
+        "3"
+    ]
+    assert (rec.reason, rec.expected_start) == ("Dependency", None)
+
+
+def test_squeue_start_of_a_job_that_started_meanwhile_is_ignored() -> None:
+    out = _sections(("sacct", 0, "3|w|RUNNING|0:0|00:00:01|2026-12-03T08:55:05|Unknown|n1|cpu=1|None\n"),
+                    ("pending", 0, "3|Priority|2026-12-03T09:00:00\n"))  # fmt: skip
+    rec = parsers.parse_job_states(out, "", ["3"]).records["3"]
+    assert (rec.state, rec.reason, rec.expected_start) == (SlurmState.RUNNING, "", None)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "garbage",
+            r"expected 3 '\|'-separated fields \(JobID,Reason,StartTime\) from squeue --start.*'garbage'",
+        ),
+        ("5|Priority|soon", r"expected 'ID\|REASON\|YYYY-MM-DDTHH:MM:SS' \(or N/A\).*'5\|Priority\|soon'"),
+        ("5_[1-3]|Priority|N/A", r"expected 'ID\|REASON.*'5_\[1-3\]\|Priority\|N/A'"),
+    ],
+)
+def test_parse_pending_garbage_is_quoted(line: str, message: str) -> None:
+    with pytest.raises(SlurmParseError, match=message):
+        parsers.parse_pending(f"{line}\n")
+    with pytest.raises(SlurmParseError, match=message):
+        parsers.parse_job_states(_sections(("sacct", 0, ""), ("pending", 0, f"{line}\n")), "", ["5"])
+
+
+def test_parse_squeue_keeps_a_pending_job_s_estimate_apart_from_a_start() -> None:
+    text = (
+        "5|wrap|PENDING|0:00|2027-12-03T08:55:05|2027-12-03T09:00:05||Priority\n"
+        "2|wrap|PENDING|0:00|N/A|N/A||Dependency\n"
+    )
+    pending, held = parsers.parse_squeue(text)
+    assert (pending.start, pending.expected_start, pending.reason) == ("", "2027-12-03T08:55:05", "Priority")
+    assert (held.start, held.expected_start, held.reason) == ("", None, "Dependency")

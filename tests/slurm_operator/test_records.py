@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from slurm_operator.records import (
@@ -127,3 +128,15 @@ def test_ledger_round_trip_numbering_and_budget() -> None:
     assert Ledger.from_stored(ledger.to_dict(), "other") is None
     assert Ledger.from_stored({"name": "n", "attempts": []}, "n") is None
     assert Ledger.from_stored("garbled", "n") is None
+
+
+def test_a_pending_job_s_note_names_its_reason_and_estimate_to_the_minute() -> None:
+    pending = JobRecord("5", "n", SlurmState.PENDING, reason="Priority", expected_start="2026-12-03T14:05:41")
+    assert pending.pending_note() == "Priority, est. start 2026-12-03T14:05"
+    assert replace(pending, expected_start=None, reason="Resources").pending_note() == (
+        "Resources, no start estimate yet"
+    )
+    assert replace(pending, reason="").pending_note() == "no reason given yet, est. start 2026-12-03T14:05"
+    assert replace(pending, state=SlurmState.RUNNING).pending_note() is None
+    assert _roundtrip(pending) == pending
+    assert JobRecord.from_dict({"job_id": "5", "name": "n", "state": "PENDING"}).expected_start is None

@@ -316,3 +316,33 @@ async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
     (event,) = [e async for e in trigger.run()]
     assert not isinstance(event, TaskSuccessEvent)
     assert SlurmEvent.from_payload(event.payload).status == events.ENDED
+
+
+async def test_a_pending_job_s_reason_and_estimate_are_logged_once_per_change(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def pending(reason: str, start: str | None = None) -> JobRecord:
+        return JobRecord("42", "n", SlurmState.PENDING, reason=reason, expected_start=start)
+
+    rounds = [
+        pending("Priority"),
+        pending("Priority"),  # unchanged: no line
+        pending("Priority", "2026-12-03T14:05:00"),
+        pending("Priority", "2026-12-03T14:05:30"),  # the same minute: no line
+        pending("Resources", "2026-12-03T14:05:30"),
+        JobRecord("42", "n", SlurmState.RUNNING),
+        JobRecord("42", "n", SlurmState.COMPLETED, exit_code=0),
+    ]
+
+    async def job_states(job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
+        return JobStates(records={"42": rounds.pop(0) if len(rounds) > 1 else rounds[0]})
+
+    monkeypatch.setattr(cluster, "job_states", job_states)
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
+    assert ev.slurm_state == "COMPLETED"
+    lines = re.findall(r"Slurm job 42 pending: [^\n]*?(?= \[| *$|\n)", capsys.readouterr().out, re.M)
+    assert lines == [
+        "Slurm job 42 pending: Priority, no start estimate yet",
+        "Slurm job 42 pending: Priority, est. start 2026-12-03T14:05",
+        "Slurm job 42 pending: Resources, est. start 2026-12-03T14:05",
+    ]
