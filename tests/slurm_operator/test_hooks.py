@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from slurm_operator import commands, parsers
 from slurm_operator.async_hook import AsyncSlurmHook
+from slurm_operator.events import SlurmEvent
 from slurm_operator.exceptions import (
     RemotePathNotFoundError,
     SlurmConnectionError,
@@ -22,6 +25,7 @@ from slurm_operator.exceptions import (
 from slurm_operator.hooks import SlurmHook
 from slurm_operator.records import JobStates
 from slurm_operator.states import TERMINAL_STATES, SlurmState
+from slurm_operator.triggers import SlurmJobTrigger
 from slurm_operator.watchdog import elapsed_seconds
 
 from tests.fixtures.slurm_cluster import LocalCluster, free_ports
@@ -382,3 +386,59 @@ def test_job_states_with_watched_paths_is_one_command_with_the_clusters_clock(
         assert again.remote_now is not None
     finally:
         hook.cancel(job)
+
+
+def test_a_pending_job_s_reason_and_estimate_come_with_its_state(
+    hook: SlurmHook, slurm_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """squeue --start in the one batched command: a job held by a dependency has no estimate (N/A),
+    one held by ``--begin`` has its begin time as the estimate. The local cluster's backfill also
+    estimates Priority/Resources waits (seen: a year on, behind a job without a time limit), but
+    only after a backfill pass (~30 s), so they are not waited for here."""
+    out = [f"--output={slurm_cluster.jobs_dir}/pending-%j.out"]
+    parent = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, "--hold"])
+    child = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, f"--dependency=afterok:{parent}"])
+    later = hook.submit(script="#!/bin/bash\ntrue\n", sbatch_args=[*out, "--begin=now+1hour"])
+    submitted = time.time()
+    try:
+        # The controller sets a pending reason on its next scheduling pass, not at submission.
+        deadline = time.monotonic() + 120
+        while True:
+            before = hook.commands_run
+            rec = hook.job_states([child, later]).records
+            assert hook.commands_run == before + 1  # one SSH round trip, squeue --start included
+            if (rec[child].reason, rec[later].reason) == ("Dependency", "BeginTime"):
+                break
+            assert time.monotonic() < deadline, rec
+            time.sleep(0.5)
+        assert rec[child].expected_start is None  # squeue --start says N/A
+        assert rec[child].pending_note() == "Dependency, no start estimate yet"
+        estimate = rec[later].expected_start
+        assert estimate is not None
+        begin = datetime.datetime.fromisoformat(estimate).timestamp()  # local time: this machine
+        assert begin == pytest.approx(submitted + 3600, abs=120)
+        assert rec[later].pending_note() == f"BeginTime, est. start {estimate[:16]}"
+
+        async def watch() -> SlurmEvent:
+            """The real trigger on the real poller: it logs the note once, then sees the cancel."""
+            trigger = SlurmJobTrigger(
+                slurm_cluster.conn_id, later, poll_interval=0.5, stream_logs=False, min_defer_seconds=0
+            )
+            waiting = asyncio.create_task(anext(aiter(trigger.run())))
+            await asyncio.sleep(3)  # several polls of an unchanged pending job
+            await asyncio.to_thread(hook.cancel, later)
+            event = await asyncio.wait_for(waiting, timeout=60)
+            return SlurmEvent.from_payload(event.payload)
+
+        capsys.readouterr()
+        event = asyncio.run(watch())
+        assert event.slurm_state == "CANCELLED"
+        lines = [
+            line for line in capsys.readouterr().out.splitlines() if f"Slurm job {later} pending:" in line
+        ]
+        assert len(lines) == 1, lines
+        assert f"Slurm job {later} pending: BeginTime, est. start {estimate[:16]}" in lines[0]
+        print(lines[0], file=sys.stderr)  # shown with -rA: the line a task log gets
+    finally:
+        for job in (child, parent, later):
+            hook.cancel(job)
