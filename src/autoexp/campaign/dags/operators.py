@@ -17,7 +17,8 @@ from slurm_operator.resubmission import completion_command_says_done
 from slurm_operator.triggers import SlurmJobTrigger
 
 from autoexp.campaign.dags import task_callables
-from autoexp.campaign.dags.triggers import CampaignJobTrigger, PhaseCheckpointTrigger
+from autoexp.campaign.dags.job_trigger import CampaignJobTrigger
+from autoexp.campaign.dags.triggers import PhaseCheckpointTrigger
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import TRAIN_TASK
 from autoexp.campaign.planning.phase_gate import skip_reason
