@@ -49,6 +49,20 @@ with _dag("wd_hung"):
         **WATCH,  # type: ignore[arg-type]
     )
 
+with _dag("wd_loop"):
+    # A restart loop: the log grows every 2 s, the iteration it reports never passes 37 (it resumes
+    # from a checkpoint at 30 each time), nothing is saved. The resubmitted attempt finishes.
+    _op(
+        "wd_loop",
+        "#!/bin/bash\n"
+        "if [ -e looped ]; then echo resumed; exit 0; fi\n"
+        "touch looped\n"
+        'while true; do for i in 30 37; do echo " iteration       $i/    1200 | lm loss: 2.5 |"; '
+        "sleep 1; done; done\n",
+        progress_pattern=r"\biteration\s+(\d+)\s*/\s*\d+\s*\|",
+        **WATCH,  # type: ignore[arg-type]
+    )
+
 with _dag("wd_quiet"):
     # Healthy but quiet: a line every 12 s for about a minute, never 20 s without one.
     _op("wd_quiet", "#!/bin/bash\nfor i in 1 2 3 4 5; do echo tick $i; sleep 12; done\n", **WATCH)  # type: ignore[arg-type]
