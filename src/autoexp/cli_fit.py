@@ -1,4 +1,4 @@
-"""``autoexp fit CSV``: the scaling-law fit of a CSV of runs (params, tokens, loss), no Airflow."""
+"""``autoexp fit CSV``: the scaling-law fit of a CSV of runs (params, tokens, loss, lr, batch); no Airflow."""
 
 from __future__ import annotations
 
@@ -11,15 +11,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from autoexp.campaign.planning.lr_optimum import SweepPoint
     from autoexp.campaign.planning.scaling_fit import Point
 
 EXIT_BAD_INPUT = 2
 _COLUMNS = ("params", "tokens", "loss")
+_SWEPT = ("lr", "batch")
 
 
 def add_parser(sub: Any) -> None:
     """The ``fit`` subcommand's arguments."""
-    text = "fit L(N,D) = E + A/N^alpha + B/D^beta to a CSV with columns params,tokens,loss (extra ignored)"
+    text = (
+        "fit L(N,D) = E + A/N^alpha + B/D^beta to a CSV with columns params,tokens,loss (optional: lr, "
+        "batch for the optimal-LR and -batch laws, flops; others ignored)"
+    )
     cmd = sub.add_parser("fit", help=text, description=text)
     cmd.add_argument("csv", type=Path, help="one row per finished run")
     cmd.add_argument("--json", type=Path, metavar="OUT", help="also write the fit as JSON to OUT")
@@ -32,6 +37,11 @@ def add_parser(sub: Any) -> None:
 
 def read_points(path: Path) -> list[Point]:
     """Rows of the CSV as points; a bad cell raises FitError naming file, line and column."""
+    return [point for point, _ in read_rows(path)]
+
+
+def read_rows(path: Path) -> list[tuple[Point, dict[str, float]]]:
+    """Each row's point and its optional ``lr`` and ``batch`` (absent when the cell is empty)."""
     from autoexp.campaign.planning.scaling_fit import FitError, Point
 
     try:
@@ -42,15 +52,38 @@ def read_points(path: Path) -> list[Point]:
                 raise FitError(
                     f"{path}:1: missing column(s) {', '.join(missing)} (needs {','.join(_COLUMNS)})"
                 )
-            points = []
+            rows = []
             for row in reader:
                 values = [_number(path, reader.line_num, c, row[c]) for c in _COLUMNS]
-                flops = row.get("flops")
-                extra = _number(path, reader.line_num, "flops", flops) if flops not in (None, "") else None
-                points.append(Point(values[0], values[1], values[2], flops=extra))
+                optional = {
+                    c: _number(path, reader.line_num, c, row[c])
+                    for c in ("flops", *_SWEPT)
+                    if row.get(c) not in (None, "")
+                }
+                point = Point(values[0], values[1], values[2], flops=optional.pop("flops", None))
+                rows.append((point, optional))
     except OSError as exc:
         raise FitError(f"{path}: {exc.strerror or exc}") from None
-    return points
+    return rows
+
+
+def _sweep(rows: list[tuple[Point, dict[str, float]]], name: str) -> list[SweepPoint]:
+    from autoexp.campaign.planning.lr_optimum import SweepPoint
+
+    other = next(c for c in _SWEPT if c != name)
+    return [
+        SweepPoint(p.params, p.tokens, swept[name], p.loss, swept.get(other))
+        for p, swept in rows
+        if name in swept
+    ]
+
+
+def _best_per_cell(points: list[Point]) -> list[Point]:
+    best: dict[tuple[float, float], Point] = {}
+    for p in points:
+        if (p.params, p.tokens) not in best or p.loss < best[(p.params, p.tokens)].loss:
+            best[(p.params, p.tokens)] = p
+    return [best[k] for k in sorted(best)]
 
 
 def _number(path: Path, line: int, column: str, text: str | None) -> float:
@@ -78,25 +111,31 @@ def _budgets(text: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the fit with its intervals; exit 2 with one line on bad or too little input."""
+    """Print the fit with its intervals, the held-out check and the optimal-LR (and batch) law; exit 2
+    with one line on bad or too little input."""
     # numpy/scipy load here only: the other subcommands start fast.
-    from autoexp.campaign.planning.scaling_fit import NAMES, FitError, fit_law, frontier_laws
+    from autoexp.campaign.planning.fit_validation import fit_text, holdout, holdout_text
+    from autoexp.campaign.planning.lr_optimum import law_text, optimum_law
+    from autoexp.campaign.planning.scaling_fit import FitError, fit_law, frontier_laws
 
     try:
-        points = read_points(args.csv)
+        rows = read_rows(args.csv)
         budgets = _budgets(args.budgets)
+        points = [p for p, _ in rows]
+        swept = [c for c in _SWEPT if any(c in s for _, s in rows)]
+        if swept:  # a sweep's worse runs are not the law's: the best run per (N, D) is, as in the report
+            points = _best_per_cell(points)
         fit = fit_law(points, bootstrap=args.bootstrap, seed=args.seed, budgets=budgets)
     except FitError as exc:
         print(f"autoexp fit: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"{fit.points} points, {fit.bootstrap} bootstrap resamples (95% intervals)")
-    for name in NAMES:
-        low, high = fit.intervals.get(name, (math.nan, math.nan))
-        print(f"{name:>5} = {fit.values[name]:.4g}  [{low:.4g}, {high:.4g}]")
+    data = fit.to_dict()
+    if swept:
+        print(f"{len(rows)} runs, the best per (N, D) fitted")
+    print("\n".join(fit_text(data)))
     for compute, opt in fit.optima.items():
         print(f"C = {compute:.3g} FLOPs: N_opt = {opt['params']:.3g}, D_opt = {opt['tokens']:.3g}")
     laws = frontier_laws(points)
-    data = fit.to_dict()
     if isinstance(laws, str):
         print(laws)
         data["frontier_laws"] = {"missing": laws}
@@ -104,6 +143,16 @@ def run(args: argparse.Namespace) -> int:
         for name, law in laws.items():
             print(f"frontier: {name}_opt = {law.coef:.3g} * C^{law.exponent:.3f} ({law.points} points)")
         data["frontier_laws"] = {k: {"coef": v.coef, "exponent": v.exponent} for k, v in laws.items()}
+    data["holdout"] = holdout(points)
+    print("\n".join(holdout_text(data["holdout"])))
+    if "lr" in swept:
+        data["lr_optimum"] = optimum_law(_sweep(rows, "lr"), "lr")
+    else:
+        data["lr_optimum"] = {"missing": "no LR law: the CSV has no lr column"}
+    print("\n".join(law_text({"hyperparameter": "lr", "points": [], **data["lr_optimum"]})))
+    if len({s["batch"] for _, s in rows if "batch" in s}) > 1:
+        data["batch_optimum"] = optimum_law(_sweep(rows, "batch"), "batch")
+        print("\n".join(law_text(data["batch_optimum"])))
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=1, default=_nan_free) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

@@ -79,6 +79,11 @@ class Fit:
     bootstrap: int
     optima: Mapping[float, dict[str, Any]] = field(default_factory=dict)
     residuals: tuple[float, ...] = ()
+    # Each L-BFGS start's final values: the range per parameter, and how many starts reached the best
+    # objective (within 1%): a wide range there means the optimum is not the only one.
+    start_spread: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    starts: int = 0
+    starts_at_best: int = 0
 
     def predict(self, params: float, tokens: float) -> float:
         v = self.values
@@ -94,6 +99,9 @@ class Fit:
             "bootstrap": self.bootstrap,
             "compute_optimal": {f"{c:.6g}": v for c, v in self.optima.items()},
             "residuals": list(self.residuals),
+            "starts": self.starts,
+            "starts_at_best": self.starts_at_best,
+            "start_spread": {k: list(v) for k, v in self.start_spread.items()},
         }
 
 
@@ -166,13 +174,14 @@ def _grid_values(x: Array, y: Array, log_loss: Array) -> Array:
 
 def _minimise(
     x: Array, y: Array, log_loss: Array, extra: Sequence[Array] = (), top: int = _TOP_STARTS
-) -> tuple[Array, float]:
+) -> list[tuple[Array, float]]:
+    """Every start's optimum and objective, the best first."""
     # Imported here: scipy.optimize costs ~0.6 s to import, and every Airflow task process that
     # parses the campaign DAG files imports this module (through the campaign report) without fitting.
     from scipy.optimize import minimize
 
     starts = [_GRID[i] for i in np.argsort(_grid_values(x, y, log_loss))[:top]] + list(extra)
-    best: tuple[Array, float] | None = None
+    found: list[tuple[Array, float]] = []
     for start in starts:
         res = minimize(
             _objective,
@@ -184,10 +193,8 @@ def _minimise(
             # The objective is ~1e-6 at the optimum: the default tolerances stop far from it.
             options={"maxiter": 1000, "maxfun": 3000, "ftol": 1e-15, "gtol": 1e-12},
         )
-        if best is None or res.fun < best[1]:
-            best = (np.asarray(res.x, dtype=float), float(res.fun))
-    assert best is not None
-    return best
+        found.append((np.asarray(res.x, dtype=float), float(res.fun)))
+    return sorted(found, key=lambda f: f[1])
 
 
 def _values(theta: Array) -> dict[str, float]:
@@ -233,15 +240,19 @@ def _fit_law(
     x = np.log([p.params for p in points])
     y = np.log([p.tokens for p in points])
     log_loss = np.log([p.loss for p in points])
-    theta, objective = _minimise(x, y, log_loss)
+    runs = _minimise(x, y, log_loss)
+    theta, objective = runs[0]
     values = _values(theta)
+    at_best = [r for r in runs if r[1] <= objective * 1.01 + 1e-12]
+    per_start = [_values(r[0]) for r in runs]
+    start_spread = {k: (min(v[k] for v in per_start), max(v[k] for v in per_start)) for k in NAMES}
     rng = np.random.default_rng(seed)
     samples: list[dict[str, float]] = []
     for _ in range(bootstrap):
         idx = rng.integers(0, len(points), len(points))
         if len(set(x[idx])) < MIN_SIZES or len(set(y[idx])) < MIN_SIZES:
             continue  # as for the fit itself: too few sizes or budgets leave alpha or beta free
-        samples.append(_values(_minimise(x[idx], y[idx], log_loss[idx], [theta], _BOOT_STARTS)[0]))
+        samples.append(_values(_minimise(x[idx], y[idx], log_loss[idx], [theta], _BOOT_STARTS)[0][0]))
     intervals = {k: _interval([s[k] for s in samples]) for k in NAMES} if samples else {}
     optima: dict[float, dict[str, Any]] = {}
     for c in budgets:
@@ -255,7 +266,18 @@ def _fit_law(
         }
     fit = Fit(values, intervals, objective, len(points), len(samples), optima)
     residuals = tuple(math.log(fit.predict(p.params, p.tokens)) - math.log(p.loss) for p in points)
-    return Fit(values, intervals, objective, len(points), len(samples), optima, residuals)
+    return Fit(
+        values,
+        intervals,
+        objective,
+        len(points),
+        len(samples),
+        optima,
+        residuals,
+        start_spread,
+        len(runs),
+        len(at_best),
+    )
 
 
 def _interval(values: Sequence[float]) -> tuple[float, float]:
