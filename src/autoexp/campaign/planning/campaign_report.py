@@ -14,11 +14,15 @@ from slurm_operator.states import ACTIVE_STATES, FAILED_STATES, SlurmState
 from slurm_operator.watchdog import elapsed_seconds
 
 from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.planning.fit_validation import holdout
+from autoexp.campaign.planning.lr_optimum import SweepPoint, optimum_law
 from autoexp.campaign.planning.scaling_fit import FitError, Point, fit_law, frontier
 
 # Axes shown for each experiment when the campaign varies them (the names of config/scaling_exps.yaml).
 PREFERRED_AXES = ("MODEL", "LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE", "BIAS_NAME", "DATASET", "DATA_NAME")
 _HYPER = ("LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE")
+# The swept hyperparameters of the optimum laws and their axes; each is compared at equal values of the other.
+_SWEPT = {"lr": "LR", "batch": "GLOBAL_BATCH_SIZE"}
 # A run ended in one of these lost the time after its last checkpoint (hung runs end CANCELLED).
 WASTED_STATES = frozenset(s.value for s in FAILED_STATES)
 
@@ -310,10 +314,11 @@ def frontier_rows(experiments: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     ]
 
 
-def campaign_fit(experiments: Sequence[Mapping[str, Any]], budgets: Sequence[float] = ()) -> dict[str, Any]:
+def campaign_fit(
+    experiments: Sequence[Mapping[str, Any]], budgets: Sequence[float] = (), bootstrap: int = 100
+) -> dict[str, Any]:
     """The parametric fit over the best cell per (N, D), or {"missing": why} naming the missing cells."""
-    best = best_per_size_budget(experiments)
-    pts = [Point(float(b["params"]), float(b["tokens"]), float(b["loss"])) for b in best]
+    pts = _best_points(experiments)
     expected = {
         (float(e["params"]), float(c["tokens"]))
         for e in experiments
@@ -321,9 +326,46 @@ def campaign_fit(experiments: Sequence[Mapping[str, Any]], budgets: Sequence[flo
         if e["params"] and c["tokens"]
     }
     try:
-        return fit_law(pts, bootstrap=100, seed=0, budgets=budgets, expected=sorted(expected)).to_dict()
+        return fit_law(pts, bootstrap=bootstrap, seed=0, budgets=budgets, expected=sorted(expected)).to_dict()
     except FitError as exc:
         return {"missing": str(exc)}
+
+
+def _best_points(experiments: Sequence[Mapping[str, Any]]) -> list[Point]:
+    return [
+        Point(float(b["params"]), float(b["tokens"]), float(b["loss"]))
+        for b in best_per_size_budget(experiments)
+    ]
+
+
+def campaign_holdout(experiments: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fit without the largest model size against its points (best cell per (N, D)), or {"missing"}."""
+    return holdout(_best_points(experiments))
+
+
+def campaign_optimum(experiments: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """The optimal-``name`` law (``lr`` or ``batch``) over every done cell, or {"missing": why}."""
+    axis, other = _SWEPT[name], next(a for n, a in _SWEPT.items() if n != name)
+    sweep = [
+        SweepPoint(p.params, p.tokens, value, p.loss, _number(e["axes"].get(other)))
+        for e, _, p in points(experiments)
+        if (value := _number(e["axes"].get(axis))) is not None
+    ]
+    if not sweep:
+        return {
+            "hyperparameter": name,
+            "points": [],
+            "missing": f"no {name.upper()} law: the campaign does not vary {axis}",
+        }
+    return optimum_law(sweep, name)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def build(
@@ -335,8 +377,10 @@ def build(
     generated_at: str,
     checkpoint_times: Mapping[str, Sequence[float]] | None = None,
     budgets: Sequence[float] = (),
+    bootstrap: int = 100,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """campaign.json's content (without ``plots``) and the per-attempt hours rows."""
+    """campaign.json's content (without ``plots``) and the per-attempt hours rows; ``bootstrap``: the
+    fit's resamples."""
     attempts = gpu_hours(specs, records, checkpoint_times)
     totals = hours_totals(attempts)
     experiments = grid(specs, reports, records, attempts)
@@ -346,8 +390,12 @@ def build(
         "experiments": experiments,
         "best": best_per_size_budget(experiments),
         "frontier": frontier_rows(experiments),
-        "fit": campaign_fit(experiments, budgets),
+        "fit": campaign_fit(experiments, budgets, bootstrap),
+        "holdout": campaign_holdout(experiments),
+        "lr_optimum": campaign_optimum(experiments, "lr"),
         "gpu_hours": totals,
         "plots": [],
     }
+    if len({e["axes"].get(_SWEPT["batch"]) for e in experiments}) > 1:
+        campaign["batch_optimum"] = campaign_optimum(experiments, "batch")
     return campaign, attempts

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autoexp.campaign.planning.fit_validation import fit_text, holdout_text
+from autoexp.campaign.planning.lr_optimum import law_text
+from autoexp.campaign.planning.lr_optimum_plots import optimum_plots
 from autoexp.campaign.planning.scaling_fit import compute_optimal
 
 HOURS_COLUMNS = (
@@ -89,6 +92,22 @@ def text_table(experiments: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+def answer_text(campaign: Mapping[str, Any]) -> str:
+    """The campaign's answer in words for the task log: the fit with its intervals and start spread (or
+    why there is none), the held-out check, the optimal-LR law (and batch law when the grid varies it)."""
+    fit = campaign["fit"]
+    lines = (
+        ["scaling-law fit: " + fit["missing"]] if "missing" in fit else ["scaling-law fit:", *fit_text(fit)]
+    )
+    for compute, opt in fit.get("compute_optimal", {}).items():
+        lines.append(f"C = {compute} FLOPs: N_opt = {opt['params']:.3g}, D_opt = {opt['tokens']:.3g}")
+    lines += holdout_text(campaign.get("holdout") or {"missing": "not computed"})
+    for key in ("lr_optimum", "batch_optimum"):
+        if key in campaign:
+            lines += law_text(campaign[key])
+    return "\n".join(lines)
 
 
 def plots(
@@ -172,6 +191,10 @@ def plots(
     ax.set_title("hours per model (elapsed x allocated GPUs, CPUs where no GPU)", fontsize=8)
     save(fig, "gpu_hours_per_model.png")
 
+    for key in ("lr_optimum", "batch_optimum"):
+        if key in campaign:
+            optimum_plots(campaign[key], plt, save)
+
     if fit.get("residuals"):
         fig, ax = plt.subplots(figsize=(6, 3))
         ax.axhline(0, color="k", lw=0.5)
@@ -233,15 +256,41 @@ def index_html(campaign: Mapping[str, Any], out_dir: Path) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["experiment", *axes, *phases, "hours"])
     fit = campaign["fit"]
     if "values" in fit:
+        spread = fit.get("start_spread", {})
         fit_html = _table(
-            ["parameter", "value", "95% interval"],
             [
-                [k, v, " - ".join(_fmt(x) for x in fit["intervals"].get(k, []))]
+                "parameter",
+                "value",
+                f"95% interval ({fit['bootstrap']} bootstrap resamples)",
+                f"range across {fit.get('starts', 0)} L-BFGS starts ({fit.get('starts_at_best', 0)} at best)",
+            ],
+            [
+                [
+                    k,
+                    v,
+                    " - ".join(_fmt(x) for x in fit["intervals"].get(k, [])),
+                    " - ".join(_fmt(x) for x in spread.get(k, [])),
+                ]
                 for k, v in fit["values"].items()
             ],
         )
     else:
         fit_html = f"<p>{html.escape(str(fit.get('missing', 'no fit')))}</p>"
+    answer_html = "".join(
+        f"<h2>{title}</h2><pre>{html.escape(chr(10).join(lines))}</pre>"
+        for title, lines in (
+            (
+                "Held-out check (fit without the largest model size)",
+                holdout_text(campaign.get("holdout") or {}),
+            ),
+            ("Optimal learning rate", law_text(campaign["lr_optimum"]) if "lr_optimum" in campaign else []),
+            (
+                "Optimal batch size",
+                law_text(campaign["batch_optimum"]) if "batch_optimum" in campaign else [],
+            ),
+        )
+        if lines
+    )
     best = campaign["best"]
     best_cols = list(dict.fromkeys(k for b in best for k in b))
     best_html = _table(best_cols, [[b.get(c) for c in best_cols] for b in best])
@@ -263,6 +312,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px}}figure{{display:inline-block;margi
 <h2>Best learning rate / batch per model size and token budget</h2>{best_html}
 <h2>Loss-vs-compute frontier</h2>{front_html}
 <h2>Scaling-law fit L(N, D) = E + A/N^&alpha; + B/D^&beta;</h2>{fit_html}
+{answer_html}
 <h2>Hours</h2><p>total {_fmt(float(hours["total"]))}, wasted {_fmt(float(hours["wasted"]))}
 ({html.escape(json.dumps(hours.get("by_unit", {})))})</p>
 <h2>Plots</h2>{images}

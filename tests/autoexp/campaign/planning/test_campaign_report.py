@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from pathlib import Path
 
@@ -196,37 +197,85 @@ def test_specs_of_the_demo_config() -> None:
     assert cr.ExperimentSpec.from_dict(json.loads(json.dumps(first.to_dict()))) == first
 
 
-def test_a_full_grid_gets_a_fit_and_its_residual_plot(tmp_path: Path) -> None:
-    sizes, budgets = (10**7, 10**8, 10**9), (10**9, 10**10, 10**11)
+def lr_star(n: float) -> float:
+    """The grid's known optimal LR: 0.3 N^-0.25 at every budget."""
+    return 0.3 * n**-0.25
+
+
+def full_grid() -> tuple[list[cr.ExperimentSpec], dict[str, list[dict]], str]:  # type: ignore[type-arg]
+    """4 sizes x 3 learning rates (LR*/4, LR*, 2 LR*) x 3 budgets; loss = Chinchilla's law +
+    0.02 (ln LR - ln LR*)^2: the best cell per (N, D) lies on the law, each parabola's minimum is LR*."""
+    sizes, budgets = (10**7, 10**8, 10**9, 10**10), (10**9, 10**10, 10**11)
     specs, reports, lines = [], {}, []
     for i, n in enumerate(sizes):
-        dag = f"m{i}"
-        phases = tuple(
-            cr.PhaseSpec(f"cd_{d:.0e}", (f"{dag}_{j}",), d, f"/c/{dag}") for j, d in enumerate(budgets)
-        )
-        specs.append(cr.ExperimentSpec(dag, dag, {"MODEL": dag, "LR": "0.001"}, n, "/r", phases))
-        reports[dag] = [
-            {
-                "phase": p.key,
-                "iteration": 1,
-                "tokens": p.tokens,
-                "train_loss": 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28,
-            }
-            for p, d in zip(phases, budgets, strict=True)
-        ]
-        run = "COMPLETED|0:0|00:01:00|2026-12-01T10:00:00|2026-12-01T10:01:00|n|cpu=1|None"
-        lines += [f"{10 * i + j}|{dag}_{j}|{run}" for j in range(3)]
+        for k, factor in enumerate((0.25, 1.0, 2.0)):
+            dag, lr = f"m{i}_lr{k}", lr_star(n) * factor
+            phases = tuple(
+                cr.PhaseSpec(f"cd_{d:.0e}", (f"{dag}_{j}",), d, f"/c/{dag}") for j, d in enumerate(budgets)
+            )
+            specs.append(cr.ExperimentSpec(dag, dag, {"MODEL": f"m{i}", "LR": repr(lr)}, n, "/r", phases))
+            reports[dag] = [
+                {
+                    "phase": p.key,
+                    "iteration": 1,
+                    "tokens": p.tokens,
+                    "train_loss": 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28 + 0.02 * math.log(factor) ** 2,
+                }
+                for p, d in zip(phases, budgets, strict=True)
+            ]
+            run = "COMPLETED|0:0|00:01:00|2026-12-01T10:00:00|2026-12-01T10:01:00|n|cpu=1|None"
+            lines += [f"{100 * i + 10 * k + j}|{dag}_{j}|{run}" for j in range(3)]
+    return specs, reports, "\n".join(lines)
+
+
+def test_a_full_grid_gets_a_fit_a_held_out_check_an_lr_law_and_their_plots(tmp_path: Path) -> None:
+    specs, reports, sacct = full_grid()
     campaign, attempts = cr.build(
-        "full", specs, reports, parse_sacct("\n".join(lines)), generated_at="now", budgets=[1e21]
+        "full", specs, reports, parse_sacct(sacct), generated_at="now", budgets=[1e21], bootstrap=10
     )
     fit = campaign["fit"]
     assert fit["values"]["alpha"] == pytest.approx(0.34, abs=0.02)
-    assert fit["points"] == 9
+    assert fit["points"] == 12  # the best cell per (N, D)
     assert set(fit["compute_optimal"]) == {"1e+21"}
-    assert campaign["gpu_hours"]["total"] == pytest.approx(9 / 60)
+    assert campaign["gpu_hours"]["total"] == pytest.approx(36 / 60)
+    held = campaign["holdout"]
+    assert held["held_out_params"] == 10**10
+    assert [r["tokens"] for r in held["points"]] == [10**9, 10**10, 10**11]
+    assert held["max_abs_relative_error"] < 1e-3  # noise-free: the law is exact
+    lr = campaign["lr_optimum"]
+    assert lr["exponent_n"] == pytest.approx(-0.25, abs=1e-6)
+    assert lr["exponent_d"] == pytest.approx(0.0, abs=1e-6)
+    assert lr["coefficient"] == pytest.approx(0.3, rel=1e-4)
+    assert [p["status"] for p in lr["points"]] == ["in sweep"] * 12
+    assert "batch_optimum" not in campaign  # the grid does not vary the batch
+    text = render.answer_text(campaign).splitlines()
+    assert text[0] == "scaling-law fit:"
+    assert text[1].startswith("12 points, 10 bootstrap resamples (95% intervals), 6 L-BFGS starts")
+    assert text[7].startswith("C = 1e+21 FLOPs: N_opt = ")
+    assert text[8].startswith("held-out check: fitted without the largest size (N = 1e+10, 9 points left)")
+    assert text[12].startswith("LR*(N, D) = 0.3 * N^-0.250 * D^0.000 (a in [")
+    assert (
+        text[13] == "  N = 1e+07, D = 1e+09: LR* = 0.00533 no interval (3 values) (swept 0.00133 to 0.0107)"
+    )
     files = [p.name for p in render.write_files(campaign, attempts, reports, tmp_path)]
-    assert "fit_residuals.png" in files
-    assert "alpha" in (tmp_path / "index.html").read_text()
+    assert {"fit_residuals.png", "lr_parabolas.png", "lr_law.png"} <= set(files)
+    page = (tmp_path / "index.html").read_text()
+    assert "alpha" in page
+    assert "<h2>Held-out check (fit without the largest model size)</h2><pre>held-out check: fitted" in page
+    assert "<h2>Optimal learning rate</h2><pre>LR*(N, D) = 0.3 * N^-0.250" in page
+    assert "range across 6 L-BFGS starts" in page
+
+
+def test_a_grid_of_three_sizes_says_why_there_is_no_held_out_check_and_no_lr_law(
+    built: tuple[dict, list[dict]],  # type: ignore[type-arg]
+) -> None:
+    campaign = built[0]
+    assert campaign["holdout"] == {"missing": "2 sizes: too few to hold the largest out; needs >= 4"}
+    assert campaign["lr_optimum"]["missing"] == "no LR law: no (N, D) has >= 3 learning rates (at most 1)"
+    assert render.answer_text(campaign).splitlines()[1:] == [
+        "held-out check: 2 sizes: too few to hold the largest out; needs >= 4",
+        "no LR law: no (N, D) has >= 3 learning rates (at most 1)",
+    ]
 
 
 def test_a_cancelled_hung_run_without_checkpoint_is_wasted_entirely() -> None:
