@@ -228,6 +228,7 @@ class AsyncSlurmHook:
         return job
 
     async def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
+        """As ``SlurmHook.job_states``: one remote command, pending reasons and estimates included."""
         ids = commands.job_ids(job_ids) if job_ids else []
         if not ids:
             return JobStates(records={}, source="none", authoritative=True)

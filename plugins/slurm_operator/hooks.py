@@ -260,8 +260,9 @@ class SlurmHook:
         return done
 
     def job_states(self, job_ids: Sequence[str], watch: Sequence[str] = ()) -> JobStates:
-        """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks);
-        with ``watch``, the same command also reads the cluster's clock and stats those paths."""
+        """States of every job in ONE remote command (sacct, then squeue/scontrol for what it lacks;
+        ``squeue --start`` for the live reason and estimated start of the pending ones); with
+        ``watch``, the same command also reads the cluster's clock and stats those paths."""
         ids = commands.job_ids(job_ids) if job_ids else []
         if not ids:
             return JobStates(records={}, source="none", authoritative=True)
