@@ -159,3 +159,27 @@ def test_fit_with_three_sizes_says_why_there_is_no_held_out_check(
     assert json.loads(out_json.read_text())["holdout"] == {
         "missing": "3 sizes: too few to hold the largest out; needs >= 4"
     }
+
+
+def test_fit_with_a_batch_column_fits_the_batch_law(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows: list[tuple[object, ...]] = []
+    for n in np.geomspace(1e8, 1.6e10, 4):
+        for d in np.geomspace(2e9, 4e11, 3):
+            best = 0.5 * n**0.3  # ~125 to 580
+            for batch in (32, 64, 128, 256, 512, 1024):
+                loss = 1.69 + 406.4 / n**0.34 + 410.7 / d**0.28 + 0.01 * math.log(batch / best) ** 2
+                rows.append((f"r{len(rows)}", n, d, batch, loss))
+    csv_path = write_csv(tmp_path / "runs.csv", rows, header="run,params,tokens,batch,loss")
+    out_json = tmp_path / "fit.json"
+    assert main(["fit", str(csv_path), "--json", str(out_json), "--bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out_json.read_text())
+    assert data["lr_optimum"] == {"missing": "no LR law: the CSV has no lr column"}
+    assert data["batch_optimum"]["exponent_n"] == pytest.approx(0.3, abs=1e-6)
+    assert data["batch_optimum"]["coefficient"] == pytest.approx(0.5, rel=1e-4)
+    assert (
+        "\nBATCH*(N, D) = 0.5 * N^0.300 * D^-0.000 (" in out
+        or "\nBATCH*(N, D) = 0.5 * N^0.300 * D^0.000 (" in out
+    )
