@@ -226,7 +226,8 @@ def decide(
             )
     if counted < len(attempts):
         skipped = len(attempts) - counted
-        reason += f" ({skipped} attempt(s) that advanced before a time limit or preemption not counted)"
+        ends = "a time limit, a preemption or a clean stop"
+        reason += f" ({skipped} attempt(s) that advanced before {ends} not counted)"
     return Decision(Verdict.RESUBMIT, reason)
 
 

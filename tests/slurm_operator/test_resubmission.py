@@ -167,11 +167,12 @@ def test_judge_records_the_callers_work_done_answer_the_probe_and_the_verdict() 
         cluster, ended, baseline="0", work_done=False, progress_command="cat /r/progress", log=log
     )
     assert (judged.completion_ok, judged.progress, judged.verdict) == (False, "200", Verdict.RESUBMIT)
-    assert decision.reason == "job COMPLETED but the completion check says not done"
+    assert decision.reason == (
+        "job COMPLETED but the completion check says not done (1 attempt(s) that advanced before a "
+        "time limit, a preemption or a clean stop not counted)"
+    )
     assert cluster.ran == ["cat /r/progress"]  # the only question it asked the cluster
-    assert log.lines == [
-        "Slurm job 100 (attempt 2): job COMPLETED but the completion check says not done -> resubmit"
-    ]
+    assert log.lines == [f"Slurm job 100 (attempt 2): {decision.reason} -> resubmit"]
 
 
 def test_judge_counts_the_budget_it_is_given_with_the_ended_attempt_as_judged() -> None:
@@ -202,6 +203,7 @@ def _ended(*ends: tuple[SlurmState, str | None]) -> list[Attempt]:
 
 
 T, P, F, H = SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.FAILED, SlurmState.NODE_FAIL
+C = SlurmState.COMPLETED
 PROBE = {"progress_probe": True, "progress_baseline": "0"}
 
 
@@ -217,6 +219,20 @@ PROBE = {"progress_probe": True, "progress_baseline": "0"}
         ),
         # The same with preemptions.
         ([(P, "1"), (P, "2"), (P, "3")], {"max_attempts": 3}, Verdict.RESUBMIT, "job ended PREEMPTED"),
+        # And with clean stops ahead of the time limit (saved, exit 0, work not done yet).
+        (
+            [(C, "1"), (C, "2"), (C, "3"), (C, "4")],
+            {"max_attempts": 3, "completion_ok": False},
+            Verdict.RESUBMIT,
+            "job COMPLETED but the completion check says not done (4 attempt(s) that advanced",
+        ),
+        # A clean stop without progress counts.
+        (
+            [(C, "1"), (C, "1"), (C, "1")],
+            {"max_attempts": 2, "completion_ok": False},
+            Verdict.FAIL,
+            "but max_attempts=2 is reached",
+        ),
         # A time limit without progress counts: 1 + 1 of max_attempts=2 (the advancing ones do not).
         (
             [(T, "1"), (T, "1"), (T, "2"), (T, "2")],
@@ -259,7 +275,7 @@ PROBE = {"progress_probe": True, "progress_baseline": "0"}
     ],
 )
 def test_progress_is_not_failure(
-    ends: list[tuple[SlurmState, str | None]], caps: dict[str, int], verdict: Verdict, says: str
+    ends: list[tuple[SlurmState, str | None]], caps: dict[str, Any], verdict: Verdict, says: str
 ) -> None:
     args: dict[str, Any] = {"completion_ok": None, "max_attempts": 10, "max_attempts_without_progress": 3}
     d = decide(_ended(*ends), **{**args, **PROBE, **caps})
