@@ -72,8 +72,7 @@ def build_campaign_report(
     log.info(
         "campaign %s (%d sacct records):\n%s", stem, len(records), render.text_table(campaign["experiments"])
     )
-    fit = campaign["fit"]
-    log.info("fit: %s", fit.get("missing") or {k: round(v, 4) for k, v in fit["values"].items()})
+    log.info("%s", render.answer_text(campaign))  # the fit, the held-out check, the LR law
     hours = campaign["gpu_hours"]
     log.info("hours: total %.4f, wasted %.4f %s", hours["total"], hours["wasted"], hours["by_unit"])
     log.info("report files in %s: %s", out_dir, ", ".join(f.name for f in files))
