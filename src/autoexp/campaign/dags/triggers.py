@@ -228,8 +228,8 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         Each ending is decided on one reading: the outcome markers and the tracker of one round.
         A stop learnt outside the files (the task state, the training trigger's announcement) is
         decided on the first round read after it was learnt, so that a checkpoint saved just before
-        the stop (or the success) is seen. An iteration the tracker reached is awaited: it settles
-        and the wait succeeds, or ``grace`` ends it; only iterations beyond the tracker are skipped.
+        the stop (or the success) is seen. An iteration saved complete behind the tracker is
+        awaited (it settles and the wait succeeds, or ``grace`` ends it); any other is skipped.
         """
         now = time.monotonic()
         if self._ended is None:
