@@ -144,13 +144,15 @@ def _trailing_without_progress(baseline: str | None, attempts: Sequence[Attempt]
 
 
 def _counted(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> int:
-    """The attempts ``max_attempts`` counts: all but a TIMEOUT or PREEMPTED one after which the
-    probe moved (and that was not cancelled as hung)."""
+    """The attempts ``max_attempts`` counts: all but one that ended in ``PROGRESS_ENDS`` after which
+    the probe moved (and that was not cancelled as hung), and one the plugin cancelled because its
+    try was stopped (a user's stop is not the job's failure, and the clear after it must resume)."""
     moves = _moves(baseline, attempts, probe)
     return sum(
         1
         for attempt, moved in zip(attempts, moves, strict=True)
         if not (moved and attempt.hung is None and attempt.state in PROGRESS_ENDS)
+        and not (attempt.state is SlurmState.CANCELLED and attempt.cancelled_by_airflow)
     )
 
 
@@ -224,8 +226,9 @@ def decide(
                 f"{reason}, but the last {stuck} attempt(s) made no progress "
                 f"(max_attempts_without_progress={max_attempts_without_progress})",
             )
-    if counted < len(attempts):
-        skipped = len(attempts) - counted
+    stopped = sum(1 for a in attempts if a.state is SlurmState.CANCELLED and a.cancelled_by_airflow)
+    if counted + stopped < len(attempts):
+        skipped = len(attempts) - counted - stopped
         ends = "a time limit, a preemption or a clean stop"
         reason += f" ({skipped} attempt(s) that advanced before {ends} not counted)"
     return Decision(Verdict.RESUBMIT, reason)

@@ -130,10 +130,10 @@ RESUBMITTABLE_STATES: frozenset[SlurmState] = frozenset(
     {SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.NODE_FAIL, SlurmState.BOOT_FAIL}
 )
 # Ends the scheduler imposed on a job that may have been advancing (its time limit, another job's
-# priority), and a clean stop before the time limit that left the work not done (a trainer that
-# saves and exits ahead of it: Megatron-LM's --exit-duration-in-mins, or the TERM the sbatch
-# --signal sends): after progress (the operator's probe moved) such an end is a training's normal
-# rhythm and does not count toward max_attempts (resubmission.decide).
+# priority), and a clean stop before the time limit that left the work not done (a job that saves
+# and exits ahead of it, on its own clock or on the TERM an sbatch --signal sends): after progress
+# (the operator's probe moved) such an end is a job's normal rhythm and does not count toward
+# max_attempts (resubmission.decide).
 PROGRESS_ENDS: frozenset[SlurmState] = frozenset(
     {SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.COMPLETED}
 )

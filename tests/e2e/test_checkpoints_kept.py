@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow, pytest.m
 
 TRAIN = "pretrain.train"
 PRETRAIN_ONLY = {"phases": ["pretrain"], "max_attempts": 1}
-# Runs that succeed right after their last save: the race of item 1 had one in ten lose a checkpoint.
-SUCCESS_RUNS = 3
+# Runs that succeed right after their last save: the race of item 1 had one in ten lose a checkpoint
+# (3 of 3 converted when measured; the unit tests of the checkpoint wait pin the rule itself).
+SUCCESS_RUNS = 2
 
 # The stand-in trainer: saves every --save-interval from the tracker on up to --train-iters; with
 # the flag file "stop-after-first" next to it, it saves once more and then sleeps (a user stops it).

@@ -1,10 +1,12 @@
-"""A diverged training stops after one attempt: recorded DIVERGED, not resubmitted, not retried.
+"""A diverged training stops after one attempt: recorded DIVERGED, not resubmitted, not retried; its
+one alert shows the NaN line and the error, not the launcher's shutdown report.
 
-The trainer is a stand-in run by the demo's real torchrun and srun (as in test_alert_nan.py): it
-logs a few Megatron-style iterations, a NaN loss, and fails an assertion. The run allows
-resubmission (the ``max_attempts`` Param is 3) and one Airflow retry: without the divergence rule the
-FAILED job would be retried once (2 jobs). With it: one Slurm job, one try, one alert saying
-DIVERGED with the NaN line.
+The trainer is a stand-in (what is under test is the orchestration and the alert, not Megatron),
+run by the demo's real torchrun and srun: it logs a few Megatron-style iterations, a NaN loss, and
+fails an assertion; torchrun then prints its ~30 lines of shutdown report and srun its step's exit.
+The run allows resubmission (the ``max_attempts`` Param is 3) and one Airflow retry: without the
+divergence rule the FAILED job would be retried once (2 jobs). With it: one Slurm job, one try,
+one alert (kind ``log``) saying DIVERGED with the NaN line.
 """
 
 from __future__ import annotations
@@ -89,7 +91,16 @@ def test_a_diverged_training_stops_after_one_attempt(
     text = alerts.read_text()
     assert text.count("autoexp FAILED") == 1, text
     job_id = jobs[0][0]
+    assert f"run={run_id} task=pretrain.train slurm_job={job_id}" in text, text
     assert f"slurm_job={job_id} state=DIVERGED exit_code=1 " in text, text
+    # The job's error lines, not the launcher's report around them (planning/training_log.py).
+    assert NAN_LINE in text, text
+    assert "AssertionError: found NaN in loss at iteration 120" in text, text
+    launcher = ("ChildFailedError", "Root Cause (first observed failure)", "srun: error", "torch/distributed")
+    for noise in launcher:
+        assert noise not in text, (noise, text)
+    # no [api] base_url set: the link is under the stack's API port, not localhost:8080
+    assert f"http://localhost:{stack.port}/dags/{DAG_ID}/runs/" in text, text
     assert (
         f"Slurm job {job_id} FAILED (exit code 1), attempt 1: DIVERGED: its log says {NAN_LINE!r}; "
         "not resubmitted (a rerun would end the same way); log "

@@ -237,6 +237,10 @@ def test_the_budget_window_and_an_own_cancel_in_decide() -> None:
     outside = Attempt(3, "103", "/l", "/s", state=SlurmState.CANCELLED)
     decision = decide([outside], completion_ok=None, max_attempts=5, max_attempts_without_progress=2)
     assert decision.verdict is Verdict.FAIL
+    # A stopped try's job counts not in the budget of the clear after it: the clear resumes even
+    # with max_attempts=1 (the stop was the user's, not the job's failure).
+    decision = decide([own], completion_ok=None, max_attempts=1, max_attempts_without_progress=2)
+    assert decision.verdict is Verdict.RESUBMIT
 
 
 # -- the operator's judgment of a CANCELLED job ------------------------------------------------------

@@ -21,7 +21,9 @@ TORCHRUN_BOILERPLATE: Final[tuple[str, ...]] = (
     r"^\*{5,}\n(?:Setting OMP_NUM_THREADS.*\n)+\*{5,}$",
     # the launcher's own traceback: its indented frames (its header too, when the text has it) up to
     # its ChildFailedError; a cut-off start (a window of the last lines) is still matched
-    r"^(?:Traceback \(most recent call last\):\n)?(?:[ \t]+.*\n)*?"
+    # (one whitespace character, then anything: ``[ \t]+.*`` would split each indented line in as
+    # many ways as it has leading blanks, and a tail without the error backtracks exponentially)
+    r"^(?:Traceback \(most recent call last\):\n)?(?:[ \t].*\n)*?"
     r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError:.*$",
     # its failure table
     r"^={20,}[ \t]*$",
