@@ -155,12 +155,7 @@ def test_a_stop_keeps_the_checkpoint_saved_before_it_and_a_clear_converts_the_re
     # Clear = resume: the training the UI's way (downstream included), the stop marker still there.
     (c.stand_in / "stop-after-first").unlink()
     cleared = time.monotonic()
-    stack.api(
-        "POST",
-        f"dags/{DAG_ID}/clearTaskInstances",
-        {"dag_run_id": run_id, "task_ids": [TRAIN], "include_downstream": True, "only_failed": False,
-         "dry_run": False},
-    )  # fmt: skip
+    stack.clear_task(DAG_ID, run_id, TRAIN)
     assert stack.wait_run(DAG_ID, run_id, timeout=600, poll=2) == "success", states(stack, run_id)
     assert converted(c.run_dir) == [20, 40]
     jobs = sacct_names(c.cluster, c.train_job)

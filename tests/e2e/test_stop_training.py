@@ -232,12 +232,7 @@ def clear_re_arms_the_stopped_run(
     submits it again and brings back the waits the stop had skipped, stale stop marker and all."""
     stack = c.stack
     cleared = time.monotonic()
-    stack.api(
-        "POST",
-        f"dags/{DAG_ID}/clearTaskInstances",
-        {"dag_run_id": run_id, "task_ids": [TRAIN], "include_downstream": True, "only_failed": False,
-         "dry_run": False},
-    )  # fmt: skip
+    stack.clear_task(DAG_ID, run_id, TRAIN)
     until(
         f"job {name} RUNNING again",
         lambda: job_state(c.cluster, name, earlier) == "RUNNING",
