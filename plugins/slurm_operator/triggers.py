@@ -29,6 +29,12 @@ from slurm_operator.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIM
 _LOG_READ_BYTES = 1 << 20
 # Seconds an on_kill waits for a cancelled job to end before relaying its last lines.
 LAST_LINES_WAIT = 10.0
+# Seconds the final event is held after the wait's last log record, in a triggerer. The triggerer's
+# supervisor reads log records and the runner's "trigger finished" on two sockets, the log one 4 KiB
+# per select round; a "finished" read first closes the trigger's log file, and records still queued
+# behind it go to the triggerer's own log instead of the task's (apache/airflow#66158 has the
+# large-record half of this). The runner reports a finished trigger within 1 s of its event.
+LOG_SETTLE_SECONDS = 3.0
 
 
 def _event(**kwargs: Any) -> TriggerEvent:
@@ -120,6 +126,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.missing_polls = missing_polls
         self.cancel_on_kill = cancel_on_kill
         self.carry = carry or {}
+        self._last_record_at: float | None = None  # when the last log record went out (run())
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath under plugins/ (importable in the triggerer) and every constructor argument."""
@@ -146,8 +153,12 @@ class SlurmJobTrigger(BaseTrigger):
             event = await anext(watch)
         finally:
             await watch.aclose()  # unsubscribes from the poller
-        # Exactly one event leaves run(); held until the scheduler is surely past the deferral.
-        await asyncio.sleep(max(0.0, started + self.min_defer_seconds - time.monotonic()))
+        # Exactly one event leaves run(); held until the scheduler is surely past the deferral, and
+        # until the supervisor has read the wait's last log records into the task log.
+        hold = started + self.min_defer_seconds
+        if self._last_record_at is not None and in_triggerer():
+            hold = max(hold, self._last_record_at + LOG_SETTLE_SECONDS)
+        await asyncio.sleep(max(0.0, hold - time.monotonic()))
         yield event
 
     async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
@@ -194,6 +205,7 @@ class SlurmJobTrigger(BaseTrigger):
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     if relaying:
                         self.log.info("Slurm job %s: %s", self.job_id, book.summary())
+                        self._last_record_at = time.monotonic()
                     if record.state is SlurmState.COMPLETED and self.end_task_on_success and in_triggerer():
                         success = await self._success(hook, record, book.offset)
                         if success is not None:
@@ -294,6 +306,7 @@ class SlurmJobTrigger(BaseTrigger):
             # task log whole or not at all, and one record's envelope instead of one per line
             # shortens the time it spends in the triggerer's pipe (see relay_position).
             self.log.info("%s", "\n".join(f"[slurm {self.job_id}] {line}" for line in text.splitlines()))
+            self._last_record_at = time.monotonic()
         return text
 
     async def on_kill(self) -> None:

@@ -171,6 +171,32 @@ async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
     assert 29.0 < waits[0] <= 30.0
 
 
+@pytest.mark.parametrize("inside", [True, False])
+async def test_in_a_triggerer_the_final_event_waits_for_the_last_log_records_to_be_read(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, inside: bool
+) -> None:
+    """The triggerer's supervisor drops a trigger's records queued behind its "finished" (the last
+    3 lines of a 250-line log were lost that way under load): the event is held LOG_SETTLE_SECONDS
+    after the last record. An inline run (dag.test()) has no supervisor to wait for."""
+    monkeypatch.setattr(triggers, "in_triggerer", lambda: inside)
+    cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
+    cluster.files["/r/job-42.out"] = "skip\nline 1\nline 2\n"
+    waits: list[float] = []
+    real_sleep = triggers.asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
+    (ev,) = await _events(SlurmJobTrigger(**JOB_KWARGS))
+    assert ev.log_offset == len("skip\nline 1\nline 2\n")
+    if inside:
+        assert triggers.LOG_SETTLE_SECONDS - 1.0 < waits[-1] <= triggers.LOG_SETTLE_SECONDS
+    else:
+        assert waits[-1] == 0.0
+
+
 async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
     await SlurmJobTrigger(**JOB_KWARGS).on_kill()
     await SlurmJobTrigger(**{**JOB_KWARGS, "cancel_on_kill": False}).on_kill()
