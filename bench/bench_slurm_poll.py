@@ -10,9 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/bench_slurm_poll.py`
 
-from slurm_operator import commands
-from slurm_operator.async_hook import AsyncSlurmHook
-from slurm_operator.hooks import SlurmHook
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.hooks.slurm_async import AsyncSlurmHook
+from slurm_operator.remote import commands
 
 from tests.fixtures.slurm_cluster import start_cluster, stop_cluster
 

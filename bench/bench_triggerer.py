@@ -36,13 +36,13 @@ sys.path[:0] = [str(REPO), str(REPO / "plugins"), str(REPO / "src")]
 # Airflow reads its home at import time; never touch ~/airflow from a benchmark.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-"))
 
-from slurm_operator.async_hook import AsyncSlurmHook  # noqa: E402
-from slurm_operator.hooks import SlurmHook  # noqa: E402
-from slurm_operator.path_triggers import RemotePathTrigger  # noqa: E402
-from slurm_operator.poller import SlurmPoller  # noqa: E402
-from slurm_operator.triggers import SlurmJobTrigger  # noqa: E402
+from slurm_operator.hooks.slurm import SlurmHook  # noqa: E402
+from slurm_operator.hooks.slurm_async import AsyncSlurmHook  # noqa: E402
+from slurm_operator.triggers.job_poller import SlurmPoller  # noqa: E402
+from slurm_operator.triggers.remote_path import RemotePathTrigger  # noqa: E402
+from slurm_operator.triggers.slurm_job import SlurmJobTrigger  # noqa: E402
 
-from autoexp.campaign.dags.triggers import PhaseCheckpointTrigger  # noqa: E402
+from autoexp.campaign.triggerer.checkpoint_wait import PhaseCheckpointTrigger  # noqa: E402
 from tests.fixtures import checkpoint_layouts  # noqa: E402
 from tests.fixtures.slurm_cluster import start_cluster, stop_cluster  # noqa: E402
 from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_counting_sshd  # noqa: E402

@@ -54,7 +54,7 @@ from autoexp.campaign.dags.airflow_internals import (
     ListOfDictsExpandInput,
     MappedTaskGroup,
 )
-from autoexp.campaign.dags.operators import CheckpointWait
+from autoexp.campaign.tasks.operators import CheckpointWait
 
 for number in range({dags}):
     dag_id = f"bench_waits_{{number:03d}}"

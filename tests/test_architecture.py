@@ -44,8 +44,12 @@ def test_every_contract_is_kept() -> None:
     ("module", "statement", "contract"),
     [
         ("src/autoexp/config/errors.py", "import airflow.sdk", "config imports no Airflow"),
-        ("src/autoexp/config/errors.py", "import slurm_operator.states", "config imports no Airflow"),
-        ("plugins/slurm_operator/states.py", "import autoexp.config", "the Slurm plugin imports nothing"),
+        ("src/autoexp/config/errors.py", "import slurm_operator.model.states", "config imports no Airflow"),
+        (
+            "plugins/slurm_operator/model/states.py",
+            "import autoexp.config",
+            "the Slurm plugin imports nothing",
+        ),
         ("include/autoexp_cluster/corpus.py", "import airflow", "cluster tools import no Airflow"),
         (
             "src/autoexp/campaign/planning/__init__.py",

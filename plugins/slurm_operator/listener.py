@@ -20,7 +20,7 @@ from typing import Any
 from airflow.listeners import hookimpl
 
 from slurm_operator.airflow_internals import deferred_trigger
-from slurm_operator.triggers import SlurmJobTrigger
+from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
 log = logging.getLogger(__name__)
 # Seconds one cancel may take (connection, scancel, marker) before its thread gives up.

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dispatch_report import dispatch_latencies, epoch, sacct_submissions
-from slurm_operator.commands import SACCT_FORMAT
-from slurm_operator.parsers import parse_sacct
+from slurm_operator.remote.commands import SACCT_FORMAT
+from slurm_operator.remote.parsers import parse_sacct
 
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.dispatch_latency import summary
+from autoexp.campaign.report.dispatch_latency import summary
 
 if TYPE_CHECKING:
     from autoexp.campaign.planning.dag_plan import DagPlan
@@ -121,8 +121,8 @@ def print_campaign_report(
 ) -> str | None:
     """Ask for the campaign report now that every experiment ended; print its table, fit and files.
     Returns the report run's id, None when there is no report (the reason is printed)."""
-    from autoexp.campaign.planning.campaign_report_paths import campaign_report_dir
-    from autoexp.campaign.planning.campaign_report_render import text_table
+    from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
+    from autoexp.campaign.report.campaign_report_render import text_table
 
     dag_id = f"autoexp_campaign_report_{config.stem}"
     run_id = api.trigger(dag_id, dict(conf or {}))

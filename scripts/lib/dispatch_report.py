@@ -13,7 +13,7 @@ from typing import Any
 
 from autoexp.campaign.planning.checkpoint_layout import iteration_dir
 from autoexp.campaign.planning.dag_plan import DagPlan
-from autoexp.campaign.planning.dispatch_latency import (
+from autoexp.campaign.report.dispatch_latency import (
     CHECKPOINT,
     Latency,
     SlotSpan,

@@ -2,6 +2,6 @@
 
 import sys
 
-from autoexp.cli import main
+from autoexp.cli.main import main
 
 sys.exit(main())

@@ -26,7 +26,7 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # `progress_paths` (the training's checkpoint tracker; [] for conversions) and the pinned attributes
 # unknown_timeout/progress_timeout/startup_timeout; the diff against the old pins was exactly that.
 # Re-pinned for issue 13 (planning/Airflow split): the serialized diff was exactly the operators' module
-# path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.dags.operators); the summary's
+# path (`_task_module` autoexp.experiment.operators -> autoexp.campaign.tasks.operators); the summary's
 # was that path in "class" plus stage_args' new `expected_env` ({}: this config reads no ${oc.env:...}).
 # Re-pinned for issue 14: (a) one alert per failed run: each task's failure callback (and default_args'
 # on_failure_callback) CampaignNotifier -> FailureRecorder in the summary, the DAG's new
@@ -62,8 +62,10 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # budget follows it; the diff against the old pins was exactly the waits' `timeout_secs` in the summary
 # and their start_trigger_args' `timeout` in the serialized form. The trainings' new arguments
 # (fatal_patterns, max_attempts_overall) are neither template fields nor in _ATTRS: not pinned.
-SUMMARY_SHA = "2490e04c1b4510999dd819fdb021d97b43b639f6e9240e920dfbba3b852f509d"
-SERIALIZED_SHA = "4fd1938ee9c3ab122be74d9cc447ba8ad210bb6ef63c22275b5e8927feadf50b"
+# Re-pinned for issue 27 (renovation: folders regrouped): with every moved module's new path mapped back
+# to its old one in the JSON text, both digests were exactly the previous pins (2490e04c..., 4fd1938e...).
+SUMMARY_SHA = "bdca7a658e572320866c09a1fc169af17a5aec1834fe3830b1a613f7bd83e3e1"
+SERIALIZED_SHA = "1d0c21acd89a719c2d5460e5c292277b64b40939de89f110915264abc3e409e9"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",

@@ -196,7 +196,7 @@ def test_pools_are_created_counting_deferred_tasks(script: str) -> None:
 def test_the_triggerer_holds_every_wait_of_the_seed_campaign_at_once(services: dict[str, Any]) -> None:
     """Each running experiment defers all its checkpoint and branch waits and its trainings' job
     triggers; a triggerer runs at most [triggerer] capacity of them (Airflow's default 1,000)."""
-    from autoexp.campaign.planning.planned_config import PlannedConfig
+    from autoexp.campaign.configs.planned_config import PlannedConfig
 
     planned = PlannedConfig.load(REPO / "config" / "scaling_exps.yaml")
     waits = 0

@@ -34,7 +34,7 @@ POLL = 5.0  # config/demo.yaml: poll_interval_secs
 TRAIN = "pretrain.train"
 # Per try: restart the triggerer first (graceful, or killed like a crash)? Mark the training failed
 # after the triggerer's first task-state answer (Airflow's one-time 6-78 s build of its
-# in-process Execution API, see autoexp.campaign.dags.ti_states), during it, or 15 s after a
+# in-process Execution API, see autoexp.campaign.triggerer.ti_states), during it, or 15 s after a
 # SIGKILL and an immediate restart: before the new triggerer re-adopts the dead one's triggers
 # (it waits until the old heartbeat is stale), so no trigger's on_kill can see the stop.
 PLAN: list[tuple[signal.Signals | None, str]] = [

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.dispatch_latency import CHECKPOINT, RUN_START, dependencies
 from autoexp.campaign.planning.plan import load_plans
+from autoexp.campaign.report.dispatch_latency import CHECKPOINT, RUN_START, dependencies
 from tests.fixtures.scripts import REPO
 
 sys.path.append(str(REPO / "scripts" / "lib"))

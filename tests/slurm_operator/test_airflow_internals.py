@@ -39,9 +39,11 @@ def test_a_listener_s_task_instance_reaches_its_trigger_row_through_the_orm() ->
     assert {"trigger_id", "state"} <= set(TaskInstance.__table__.columns.keys())
     assert isinstance(Trigger.kwargs, property)
     assert "classpath" in Trigger.__table__.columns
-    row = SimpleNamespace(classpath="slurm_operator.triggers.SlurmJobTrigger", kwargs={"job_id": "7"})
+    row = SimpleNamespace(
+        classpath="slurm_operator.triggers.slurm_job.SlurmJobTrigger", kwargs={"job_id": "7"}
+    )
     found = airflow_internals.deferred_trigger(SimpleNamespace(trigger_id=3, trigger=row))
-    assert found == ("slurm_operator.triggers.SlurmJobTrigger", {"job_id": "7"})
+    assert found == ("slurm_operator.triggers.slurm_job.SlurmJobTrigger", {"job_id": "7"})
     assert airflow_internals.deferred_trigger(SimpleNamespace(trigger_id=None, trigger=row)) is None
     assert airflow_internals.deferred_trigger(SimpleNamespace(map_index=-1)) is None  # the task SDK's
 

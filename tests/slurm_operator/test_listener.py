@@ -7,10 +7,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from slurm_operator import listener, naming
-from slurm_operator.hooks import SlurmHook
-from slurm_operator.states import ADOPTABLE_STATES, SlurmState
-from slurm_operator.triggers import SlurmJobTrigger
+from slurm_operator import listener
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.model import naming
+from slurm_operator.model.states import ADOPTABLE_STATES, SlurmState
+from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
 pytestmark = pytest.mark.slurm
 
@@ -46,7 +47,9 @@ def test_a_task_set_to_a_final_state_while_deferred_gets_its_job_cancelled(
     hook, job, log = sleeper(slurm_cluster.conn_id, tmp_path)
     try:
         ti = orm_ti(
-            state, "slurm_operator.triggers.SlurmJobTrigger", trigger_kwargs(slurm_cluster.conn_id, job, log)
+            state,
+            "slurm_operator.triggers.slurm_job.SlurmJobTrigger",
+            trigger_kwargs(slurm_cluster.conn_id, job, log),
         )
         thread = listener.stop_deferred_job(ti)
         assert thread is not None
@@ -64,7 +67,7 @@ def test_nothing_is_cancelled_for_a_retry_a_kept_job_or_a_trigger_of_another_kin
 ) -> None:
     hook, job, log = sleeper(slurm_cluster.conn_id, tmp_path)
     try:
-        ours = "slurm_operator.triggers.SlurmJobTrigger"
+        ours = "slurm_operator.triggers.slurm_job.SlurmJobTrigger"
         kwargs = trigger_kwargs(slurm_cluster.conn_id, job, log)
         assert listener.stop_deferred_job(orm_ti("up_for_retry", ours, kwargs)) is None
         kept = trigger_kwargs(slurm_cluster.conn_id, job, log, cancel_on_kill=False)

@@ -8,11 +8,11 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from slurm_operator.hooks import SlurmHook
-from slurm_operator.parsers import tres_counts
-from slurm_operator.records import JobRecord
-from slurm_operator.states import SlurmState
-from slurm_operator.watchdog import elapsed_seconds
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.model.records import JobRecord
+from slurm_operator.model.states import SlurmState
+from slurm_operator.policy.watchdog import elapsed_seconds
+from slurm_operator.remote.parsers import tres_counts
 
 from tests.fixtures.slurm_cluster import LocalCluster
 

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator import commands, naming
-from slurm_operator.hooks import SlurmHook
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.model import naming
+from slurm_operator.remote import commands
 
 from tests.fixtures.airflow_env import AirflowEnv
 from tests.fixtures.airflow_stack import AirflowStack, start_stack

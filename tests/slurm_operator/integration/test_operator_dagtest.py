@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG
-from slurm_operator.hooks import SlurmHook
-from slurm_operator.operators import SlurmOperator
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.operators.slurm import SlurmOperator
 
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, xcom_value
 from tests.fixtures.slurm_cluster import LocalCluster
@@ -201,7 +201,7 @@ def test_reattaches_to_an_active_job_of_the_same_name_instead_of_submitting(
             script=script,
             sbatch_args=[f"--job-name={name}", f"--output={tmp_path}/run/{name}-%j.out"],
         )
-    caplog.set_level(logging.INFO, logger="slurm_operator.recovery")
+    caplog.set_level(logging.INFO, logger="slurm_operator.policy.recovery")
 
     def release_once_reattached() -> None:
         deadline = time.monotonic() + 120

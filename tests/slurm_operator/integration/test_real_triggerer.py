@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator import naming
+from slurm_operator.model import naming
 
 from tests.fixtures import checkpoint_layouts
 from tests.fixtures.airflow_env import AIRFLOW, AirflowEnv, xcom_value

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from airflow.sdk import DAG, BaseOperator
-from slurm_operator.hooks import SlurmHook
-from slurm_operator.sensors import SlurmLogSensor
+from slurm_operator.hooks.slurm import SlurmHook
+from slurm_operator.sensors.remote_path import SlurmLogSensor
 
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, task_states, xcom_value
 from tests.fixtures.slurm_cluster import LocalCluster

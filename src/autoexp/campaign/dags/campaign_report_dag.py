@@ -10,12 +10,12 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAny, BaseOperator, Context, Param
 
-from autoexp.campaign.dags import campaign_report_task
-from autoexp.campaign.planning import campaign_report as cr
+from autoexp.campaign.configs.planned_config import PlannedConfig
 from autoexp.campaign.planning.campaign_slice import campaign_report_dag_id
 from autoexp.campaign.planning.dag_plan import DagPlan
-from autoexp.campaign.planning.planned_config import PlannedConfig
 from autoexp.campaign.planning.settings import AirflowSettings
+from autoexp.campaign.report import campaign_report as cr
+from autoexp.campaign.tasks import campaign_report_task
 
 
 class CampaignReportOperator(BaseOperator):

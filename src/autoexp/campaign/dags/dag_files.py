@@ -6,8 +6,8 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from autoexp.campaign.planning.config_set import configs_of_file
-from autoexp.campaign.planning.config_source import config_paths
+from autoexp.campaign.configs.config_set import configs_of_file
+from autoexp.campaign.configs.config_source import config_paths
 
 
 def register_file(namespace: MutableMapping[str, Any], dag_file: str) -> list[str]:

@@ -13,6 +13,10 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context
 
+from autoexp.campaign.alerts.notifier import dag_alerts, resubmit_alerts, task_alerts
+from autoexp.campaign.configs.config_set import clash_message, clashes
+from autoexp.campaign.configs.config_source import config_hash, env_values
+from autoexp.campaign.configs.planned_config import PlannedConfig
 from autoexp.campaign.dags.airflow_internals import (
     KeyedMappedArgument,
     ListOfDictsExpandInput,
@@ -20,17 +24,8 @@ from autoexp.campaign.dags.airflow_internals import (
     callback_dag_ids,
 )
 from autoexp.campaign.dags.dag_params import experiment_params
-from autoexp.campaign.dags.notifier import dag_alerts, resubmit_alerts, task_alerts
-from autoexp.campaign.dags.operators import (
-    CampaignSlurmOperator,
-    CheckpointWait,
-    ReportOperator,
-    StageOperator,
-)
 from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
-from autoexp.campaign.planning.config_set import clash_message, clashes
-from autoexp.campaign.planning.config_source import config_hash, env_values
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
     ARM_WAITS_TASK,
@@ -42,8 +37,13 @@ from autoexp.campaign.planning.dag_plan import (
     WaitPlan,
 )
 from autoexp.campaign.planning.plan import config_errors
-from autoexp.campaign.planning.planned_config import PlannedConfig
 from autoexp.campaign.planning.settings import AirflowSettings
+from autoexp.campaign.tasks.operators import (
+    CampaignSlurmOperator,
+    CheckpointWait,
+    ReportOperator,
+    StageOperator,
+)
 
 log = logging.getLogger(__name__)
 _MAX_ACTIVE_TASKS = 64

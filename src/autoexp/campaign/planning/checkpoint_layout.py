@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from slurm_operator.exceptions import RemotePathNotFoundError
+from slurm_operator.model.exceptions import RemotePathNotFoundError
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")

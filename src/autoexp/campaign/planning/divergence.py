@@ -13,7 +13,7 @@ from typing import Final
 
 DIVERGED: Final = "DIVERGED"
 
-# Regexes, each searched in every line of the ended job's log tail (slurm_operator.resubmission).
+# Regexes, each searched in every line of the ended job's log tail (slurm_operator.policy.resubmission).
 MEGATRON_DIVERGED: Final[tuple[str, ...]] = (
     # Megatron-LM's iteration line (` iteration       37/    1200 | ... | lm loss: 2.500000E+00 | ...`)
     # with a loss of nan or inf: losses are formatted `{:.6E}`, which prints NAN, INF, -INF.

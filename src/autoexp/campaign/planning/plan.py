@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoexp.campaign.planning import cache, run_layout
+from autoexp.campaign.configs import cache
+from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError, parse_settings
 
 PRETRAIN = "pretrain"

@@ -10,7 +10,7 @@ import posixpath
 import shlex
 from collections.abc import Sequence
 
-from slurm_operator import naming
+from slurm_operator.model import naming
 
 from autoexp.campaign.planning.checkpoint_layout import TRACKER_FILE
 

@@ -3,7 +3,7 @@
 A rank that raises makes torchrun stop the others (``W... torch/distributed/elastic/...`` lines),
 print its own traceback ending in ``ChildFailedError`` and a failure table (``Root Cause (first
 observed failure)``), then srun reports the step's exit code. The Slurm plugin's error-line picking
-(``slurm_operator.error_lines``) leaves these out with the patterns below, so that an alert shows
+(``slurm_operator.policy.error_lines``) leaves these out with the patterns below, so that an alert shows
 the line that ended the job (``AssertionError: found NaN in local grad norm``, ``loss is nan``, a
 checkpoint that ``is unreadable``) and the trainer's lines before it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from slurm_operator.error_lines import GENERIC
+from slurm_operator.policy.error_lines import GENERIC
 
 TORCHRUN_BOILERPLATE: Final[tuple[str, ...]] = (
     # torch's elastic agent logs (glog style, and the logging module's default format)

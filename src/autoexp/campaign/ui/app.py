@@ -20,9 +20,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
+from autoexp.campaign.configs.checkout import REPO_ROOT
+from autoexp.campaign.configs.config_source import config_paths
 from autoexp.campaign.planning import campaign_slice as cs
-from autoexp.campaign.planning.checkout import REPO_ROOT
-from autoexp.campaign.planning.config_source import config_paths
 from autoexp.campaign.planning.plan import config_errors
 from autoexp.campaign.ui import campaign_view as cv
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG
-from slurm_operator.records import Attempt
-from slurm_operator.states import SlurmState
+from slurm_operator.model.records import Attempt
+from slurm_operator.model.states import SlurmState
 
 from autoexp.campaign.dags.factory import build_dags
 from tests.e2e.campaign import reduced_config

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.planning import campaign_slice as cs
-from autoexp.campaign.planning.checkout import REPO_ROOT
 from autoexp.campaign.planning.plan import load_plans
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from slurm_operator.records import Attempt
-from slurm_operator.resubmission import FatalRules, match_fatal
+from slurm_operator.model.records import Attempt
+from slurm_operator.policy.resubmission import FatalRules, match_fatal
 
 from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.planning.divergence import DIVERGED, FATAL_PATTERNS

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from autoexp.campaign.configs.settings_table import settings_table
 from autoexp.campaign.planning.settings import (
     AirflowSettings,
     Keys,
     SettingsError,
     parse_settings,
 )
-from autoexp.campaign.planning.settings_table import settings_table
 
 DOCS = Path(__file__).resolve().parents[4] / "docs" / "config.md"
 

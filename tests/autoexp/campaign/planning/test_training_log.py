@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from slurm_operator.error_lines import GAP, GENERIC, error_lines
+from slurm_operator.policy.error_lines import GAP, GENERIC, error_lines
 
 from autoexp.campaign.planning.training_log import ITERATION_PROGRESS, TRAINING_LOG
 

@@ -8,7 +8,7 @@ import sys
 
 from starlette.testclient import TestClient
 
-from autoexp.campaign.planning.checkout import REPO_ROOT
+from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.ui.lazy_app import LazyApp
 
 HEAVY = ("autoexp.campaign.ui.app", "airflow.api_fastapi.core_api.security", "fastapi")

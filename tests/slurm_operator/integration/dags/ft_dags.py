@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
-from slurm_operator.operators import SlurmOperator
+from slurm_operator.operators.slurm import SlurmOperator
 
 _SETTINGS = json.loads(Path(__file__).with_name("ft.json").read_text())
 WORK = Path(_SETTINGS["work"])

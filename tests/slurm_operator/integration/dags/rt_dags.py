@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
-from slurm_operator.operators import SlurmOperator
-from slurm_operator.sensors import SlurmLogSensor
+from slurm_operator.operators.slurm import SlurmOperator
+from slurm_operator.sensors.remote_path import SlurmLogSensor
 
-from autoexp.campaign.dags.checkpoint_sensor import CheckpointSensor
+from autoexp.campaign.tasks.checkpoint_sensor import CheckpointSensor
 
 _SETTINGS = json.loads(Path(__file__).with_name("rt.json").read_text())
 WORK = Path(_SETTINGS["work"])

@@ -1,0 +1,1 @@
+"""Policy: resubmit or not, recovering a lost submission, whose cancel, hung or not, which error lines."""

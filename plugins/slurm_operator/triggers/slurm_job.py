@@ -1,0 +1,354 @@
+"""SlurmJobTrigger: wait for a Slurm job (shared batched poller); remote-path waits are in path_triggers."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
+
+from slurm_operator.airflow_internals import in_triggerer, xcom_set
+from slurm_operator.hooks.slurm_async import AsyncSlurmHook
+from slurm_operator.model import events
+from slurm_operator.model.events import SlurmEvent
+from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.model.naming import ON_KILL_REASON, cancel_marker_path
+from slurm_operator.model.records import JobRecord, Ledger, Verdict
+from slurm_operator.model.states import TERMINAL_STATES, SlurmState
+from slurm_operator.policy.resubmission import (
+    TAIL_BYTES,
+    completion_command_says_done,
+    completion_regex_matches,
+)
+from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
+from slurm_operator.remote.parsers import complete_lines
+from slurm_operator.triggers.job_poller import SlurmPoller
+from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
+
+# Log reads per poll are capped so one chatty job cannot stall the shared event loop.
+_LOG_READ_BYTES = 1 << 20
+# Seconds an on_kill waits for a cancelled job to end before relaying its last lines.
+LAST_LINES_WAIT = 10.0
+# Seconds the final event is held after the wait's last log record, in a triggerer. The triggerer's
+# supervisor reads log records and the runner's "trigger finished" on two sockets, the log one 4 KiB
+# per select round; a "finished" read first closes the trigger's log file, and records still queued
+# behind it go to the triggerer's own log instead of the task's (apache/airflow#66158 has the
+# large-record half of this). The runner reports a finished trigger within 1 s of its event.
+LOG_SETTLE_SECONDS = 3.0
+
+
+def _event(**kwargs: Any) -> TriggerEvent:
+    return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
+
+
+def arguments(trigger: BaseTrigger, cls: type) -> dict[str, Any]:
+    """Every argument of ``cls``'s constructor, read back from the attribute of the same name.
+
+    Derived from the signature, so a new argument cannot be left out of ``serialize()`` (the
+    triggerer rebuilds the trigger from exactly these).
+    """
+    names = [n for n in inspect.signature(cls).parameters if n != "_"]
+    return {name: getattr(trigger, name) for name in names}
+
+
+class SlurmJobTrigger(BaseTrigger):
+    """Wait until one Slurm job ends, relaying its new log lines into the task log meanwhile.
+
+    :param ssh_conn_id: Airflow SSH connection of the cluster's login node.
+    :param job_id: the Slurm job id.
+    :param poll_interval: seconds between state queries (batched with every other job of the cluster).
+    :param log_path: the job's log file (``%j`` already expanded), relayed from ``log_offset`` on.
+    :param log_offset: byte offset already relayed at deferral. A re-created trigger (triggerer
+        restart, another triggerer) continues from the position it stored (``relay_position``).
+    :param stream_logs: relay new log lines as ``[slurm <id>] ...`` into the trigger's (= task's) log.
+    :param failure_budget: seconds without one successful poll before giving up with an error event.
+    :param missing_polls: authoritative polls that do not know the job before giving up.
+    :param cancel_on_kill: scancel the job when a user marks the deferred task failed/success or clears it.
+    :param carry: JSON the operator needs on resume, echoed in the event (dag.test() drops defer kwargs).
+    :param min_defer_seconds: the final event waits until the trigger has run this long (a
+        scheduler race of Airflow 3.3.2: docs/slurm-operator.md#airflow-332-workarounds).
+    :param unknown_timeout: seconds the job may stay in a state the plugin cannot classify (UNKNOWN,
+        or one a newer Slurm adds) before the wait ends with an error event; the job is left alone.
+    :param progress_timeout: seconds without a change of the log or any of ``progress_paths``
+        while RUNNING before the wait ends with a ``hung`` event; None: no hang detection.
+    :param startup_timeout: seconds a job runs before it can be judged hung at all.
+    :param progress_paths: more files whose change means progress (the log always counts).
+    :param progress_pattern: a regex whose group 1 is the progress the job's log reports (an
+        integer: a training iteration); once it matched, only a new high of it or a change of
+        ``progress_paths`` is progress, a log that merely grows is not (``watchdog.ProgressMark``;
+        needs ``stream_logs``).
+    :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
+        ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
+        after writing the XCom the operator would return): no task process resumes to judge it.
+        Any other end, a check that fails or cannot run, and ``dag.test()``'s inline run: the
+        operator judges as before.
+    """
+
+    def __init__(
+        self,
+        ssh_conn_id: str,
+        job_id: str,
+        poll_interval: float = 60.0,
+        log_path: str | None = None,
+        log_offset: int = 0,
+        stream_logs: bool = True,
+        failure_budget: float = 1800.0,
+        missing_polls: int = 10,
+        cancel_on_kill: bool = True,
+        carry: dict[str, Any] | None = None,
+        min_defer_seconds: float = 10.0,
+        unknown_timeout: float = DEFAULT_UNKNOWN_TIMEOUT,
+        progress_timeout: float | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        progress_paths: list[str] | None = None,
+        end_task_on_success: bool = False,
+        completion_regex: str | None = None,
+        completion_command: str | None = None,
+        progress_pattern: str | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.progress_pattern = progress_pattern
+        self.end_task_on_success = end_task_on_success
+        self.completion_regex = completion_regex
+        self.completion_command = completion_command
+        self.ssh_conn_id = ssh_conn_id
+        self.job_id = job_id
+        self.unknown_timeout = unknown_timeout
+        self.progress_timeout = progress_timeout
+        self.startup_timeout = startup_timeout
+        self.progress_paths = list(progress_paths or [])
+        self.min_defer_seconds = min_defer_seconds
+        self.poll_interval = poll_interval
+        self.log_path = log_path
+        self.log_offset = log_offset
+        self.stream_logs = stream_logs
+        self.failure_budget = failure_budget
+        self.missing_polls = missing_polls
+        self.cancel_on_kill = cancel_on_kill
+        self.carry = carry or {}
+        self._last_record_at: float | None = None  # when the last log record went out (run())
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Classpath under plugins/ (importable in the triggerer) and every constructor argument."""
+        return "slurm_operator.triggers.slurm_job.SlurmJobTrigger", arguments(self, SlurmJobTrigger)
+
+    def watchdog(self) -> Watchdog:
+        """The judgments of this wait; the watched files are the log and ``progress_paths``."""
+        paths = [self.log_path] if self.log_path else []
+        return Watchdog(
+            job_id=self.job_id,
+            unknown_timeout=self.unknown_timeout,
+            progress_timeout=self.progress_timeout,
+            startup_timeout=self.startup_timeout,
+            paths=tuple(dict.fromkeys([*paths, *self.progress_paths])),
+            # The mark reads the relayed lines: without them it would never see progress.
+            progress_pattern=self.progress_pattern if self.stream_logs and self.log_path else None,
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Yield exactly one final event: ended (what Slurm said; the operator judges it), hung or error."""
+        started = time.monotonic()
+        watch = self._watch()
+        try:
+            event = await anext(watch)
+        finally:
+            await watch.aclose()  # unsubscribes from the poller
+        # Exactly one event leaves run(); held until the scheduler is surely past the deferral, and
+        # until the supervisor has read the wait's last log records into the task log.
+        hold = started + self.min_defer_seconds
+        if self._last_record_at is not None and in_triggerer():
+            hold = max(hold, self._last_record_at + LOG_SETTLE_SECONDS)
+        await asyncio.sleep(max(0.0, hold - time.monotonic()))
+        yield event
+
+    async def _watch(self) -> AsyncGenerator[TriggerEvent, None]:
+        dog = self.watchdog()
+        watch = dog.paths if dog.watching else ()
+        sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval, watch)
+        hook = AsyncSlurmHook(self.ssh_conn_id)
+        relaying = bool(self.stream_logs and self.log_path)
+        store = XComPositionStore.of(self.task_instance) if relaying else None
+        book = RelayBook(self.job_id, self.log_path or "", self.log_offset, store, self.log)
+        try:
+            last_ok = time.monotonic()
+            missing = 0
+            pending: str | None = None  # the pending note last logged: one line per change
+            while True:
+                res = await sub.next()
+                if res.error is not None:
+                    if time.monotonic() - last_ok > self.failure_budget:
+                        yield self._error(
+                            f"no answer from the cluster for {self.failure_budget:.0f} s: {res.error}",
+                            book.offset,
+                        )
+                        return
+                    continue
+                last_ok = time.monotonic()
+                record = res.record
+                if record is None:
+                    # squeue/scontrol forget finished jobs, so only accounting's silence counts as missing.
+                    missing += res.authoritative
+                    if missing >= self.missing_polls:
+                        yield self._error(
+                            f"job {self.job_id} is unknown to Slurm after {missing} polls", book.offset
+                        )
+                        return
+                    continue
+                missing = 0
+                note, pending = pending, record.pending_note()
+                if pending is not None and pending != note:
+                    self.log.info("Slurm job %s pending: %s", self.job_id, pending)
+                terminal = record.state in TERMINAL_STATES
+                if relaying and record.state is not SlurmState.PENDING:
+                    dog.saw_log(await self._relay_log(hook, book, final=terminal), res.remote_now)
+                if terminal:
+                    ended = f"ended {record.state.value} (exit code {record.exit_code})"
+                    if relaying:
+                        self.log.info("Slurm job %s: %s", self.job_id, book.summary())
+                        self._last_record_at = time.monotonic()
+                    if record.state is SlurmState.COMPLETED and self.end_task_on_success and in_triggerer():
+                        success = await self._success(hook, record, book.offset)
+                        if success is not None:
+                            yield success
+                            return
+                    yield self._final(events.ENDED, f"Slurm job {self.job_id} {ended}", record, book.offset)
+                    return
+                alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
+                if alarm is not None:
+                    # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
+                    self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
+                    status = events.HUNG if alarm.kind == "hung" else events.ERROR
+                    yield self._final(status, alarm.message, record, book.offset)
+                    return
+        except Exception as exc:
+            # Anything unexpected still ends the wait with one event; the traceback goes to the log.
+            self.log.exception("SlurmJobTrigger for job %s crashed", self.job_id)
+            yield self._error(f"trigger crashed: {type(exc).__name__}: {exc}", book.offset)
+        finally:
+            sub.close()
+            book.close()
+
+    def _final(self, status: str, message: str, record: JobRecord, offset: int) -> TriggerEvent:
+        """The final event about a job Slurm reported on: with its state, exit code and record."""
+        return _event(
+            status=status,
+            message=message,
+            job_id=self.job_id,
+            slurm_state=record.state.value,
+            exit_code=record.exit_code,
+            log_offset=offset,
+            record=record.to_dict(),
+            carry=self.carry,
+        )
+
+    async def _success(self, hook: AsyncSlurmHook, record: JobRecord, offset: int) -> TriggerEvent | None:
+        """The task's success, when the completed job's completion checks pass; else None (the
+        operator judges, as without ``end_task_on_success``)."""
+        try:
+            checks = []
+            if self.completion_regex is not None and self.log_path:
+                size = (await hook.stat(self.log_path)).size
+                tail = await hook.read_log(self.log_path, max(0, size - TAIL_BYTES), TAIL_BYTES)
+                checks.append(completion_regex_matches(self.completion_regex, tail.text))
+            if self.completion_command is not None:
+                result = await hook.run(self.completion_command)
+                checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
+            if not checks or not all(checks):
+                return None
+            ledger = Ledger.from_dict(self.carry)
+            ended = ledger.current.ended(record)
+            ledger.update_current(replace(ended, completion_ok=True, verdict=Verdict.SUCCEED))
+            ledger.log_offset = offset
+            await self.on_success(hook)
+            # The task's XCom, as its operator would return it, written here: Airflow 3.3.2 stores a
+            # TaskSuccessEvent's ``xcoms`` as JSON text (xcom_pull then returns a str).
+            ti: Any = self.task_instance
+            await xcom_set(
+                ledger.results(),
+                key="return_value",
+                dag_id=str(ti.dag_id),
+                task_id=str(ti.task_id),
+                run_id=str(ti.run_id),
+                map_index=int(ti.map_index),
+            )
+        except Exception as exc:  # in doubt the operator judges: it reads and checks all of it again
+            self.log.warning("Slurm job %s: the task process judges its end (%s)", self.job_id, exc)
+            return None
+        attempt = ledger.current.attempt
+        self.log.info(
+            "Slurm job %s (attempt %d): completed, completion check passed -> succeed", self.job_id, attempt
+        )
+        return TaskSuccessEvent()
+
+    async def on_success(self, hook: AsyncSlurmHook) -> None:
+        """Before the task succeeds from here: what its operator does on success (subclasses)."""
+
+    def _error(self, message: str, offset: int) -> TriggerEvent:
+        return _event(
+            status=events.ERROR, message=message, job_id=self.job_id, log_offset=offset, carry=self.carry
+        )
+
+    async def _relay_log(self, hook: AsyncSlurmHook, book: RelayBook, *, final: bool) -> str:
+        """Log the new complete lines of the job log, after storing the position past them; -> them."""
+        assert self.log_path is not None
+        if not await book.ready(wait=final):
+            return ""  # where an earlier run of this trigger got to is not known yet: relay nothing
+        try:
+            chunk = await hook.read_log(self.log_path, book.offset, _LOG_READ_BYTES)
+        except RemotePathNotFoundError:
+            return ""  # the job has not opened its log yet
+        except SlurmError as exc:
+            self.log.warning("could not read %s: %s", self.log_path, exc)
+            return ""
+        text, next_offset = complete_lines(chunk, final=final)
+        if text and await book.advance(next_offset, final=final):
+            # One record for the whole read, right after the store: the triggerer writes it to the
+            # task log whole or not at all, and one record's envelope instead of one per line
+            # shortens the time it spends in the triggerer's pipe (see relay_position).
+            self.log.info("%s", "\n".join(f"[slurm {self.job_id}] {line}" for line in text.splitlines()))
+            self._last_record_at = time.monotonic()
+        return text
+
+    async def on_kill(self) -> None:
+        """A user acted on the deferred task: cancel the job so it does not run on unattended."""
+        if self.cancel_on_kill:
+            await self._cancel("task killed while deferred")
+            await self.relay_last_lines()
+
+    async def relay_last_lines(self, limit_s: float = LAST_LINES_WAIT) -> None:
+        """After a cancel here: relay what the job prints while it shuts down (a trainer's final save,
+        the error its launcher reports), once Slurm says it ended or after ``limit_s`` (the
+        triggerer gives a whole ``on_kill`` 30 s). Needs the task instance (its relay position)."""
+        ti = self.task_instance
+        if not (self.stream_logs and self.log_path) or ti is None:
+            return
+        hook = AsyncSlurmHook(self.ssh_conn_id)
+        deadline = time.monotonic() + limit_s
+        try:
+            while time.monotonic() < deadline:
+                record = (await hook.job_states([self.job_id])).records.get(self.job_id)
+                if record is None or record.state in TERMINAL_STATES:
+                    break
+                await asyncio.sleep(1.0)
+            book = RelayBook(self.job_id, self.log_path, self.log_offset, XComPositionStore.of(ti), self.log)
+            try:
+                await self._relay_log(hook, book, final=True)
+            finally:
+                book.close()
+        except SlurmError as exc:  # the cancel is done; only the last lines are lost
+            self.log.warning("Slurm job %s: could not relay its last lines: %s", self.job_id, exc)
+
+    async def on_task_stopped(self, state: str) -> None:
+        """The deferred task was set to ``state`` (failed, success) by someone else, seen outside any
+        triggerer (``slurm_operator.listener``, in the process that set it): cancel the job."""
+        if self.cancel_on_kill:
+            await self._cancel(f"task set to {state} while deferred")
+
+    async def _cancel(self, why: str) -> None:
+        self.log.info("%s: scancel %s", why, self.job_id)
+        marker = cancel_marker_path(self.log_path) if self.log_path else None  # says it was us
+        await AsyncSlurmHook(self.ssh_conn_id).cancel(self.job_id, marker=marker, reason=ON_KILL_REASON)

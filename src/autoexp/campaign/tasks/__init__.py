@@ -1,0 +1,1 @@
+"""Task-time code of a campaign DAG: its operators and the callables they run on Airflow workers."""

@@ -1,0 +1,79 @@
+"""Task-time side of the campaign report: read every experiment's report and the campaign's sacct over ONE
+SSH connection, then write the report files (all decisions are in planning.campaign_report)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import Context
+
+from autoexp.campaign.planning.checkpoint_layout import iteration_dirs
+from autoexp.campaign.report import campaign_report as cr
+from autoexp.campaign.report import campaign_report_render as render
+from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
+
+log = logging.getLogger(__name__)
+
+
+def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float]]:
+    """mtimes of the ``iter_*`` folders of the phases with a failed attempt (wasted time starts there)."""
+    times: dict[str, list[float]] = {}
+    for folder in folders:
+        try:
+            names = iteration_dirs(hook.list_dir(folder)).values()
+        except Exception as exc:  # no checkpoint folder: the whole failed attempt counts as wasted
+            log.info("no checkpoints under %s (%s)", folder, exc)
+            continue
+        times[folder] = [hook.stat(f"{folder}/{name}").mtime for name in names]
+    return times
+
+
+def build_campaign_report(
+    *,
+    stem: str,
+    ssh_conn_id: str,
+    since: str,
+    specs: Sequence[Mapping[str, Any]],
+    context: Context,
+) -> dict[str, Any]:
+    """Collect, compute and write the campaign report of config ``stem``; returns a summary for XCom."""
+    from slurm_operator.hooks.slurm import SlurmHook
+
+    experiments = [cr.ExperimentSpec.from_dict(s) for s in specs]
+    budgets = [float(b) for b in context["params"].get("budgets") or []]
+    reports: dict[str, list[dict[str, Any]]] = {}
+    with SlurmHook(ssh_conn_id) as hook:  # one connection for the reads, the sacct and the stats
+        for spec in experiments:
+            try:
+                reports[spec.dag_id] = list(json.loads(hook.read_text(spec.report_json)))
+            except Exception as exc:  # an experiment without a report yet is a row of missing cells
+                log.info("%s: no report yet at %s (%s)", spec.dag_id, spec.report_json, exc)
+        names = [job for spec in experiments for phase in spec.phases for job in phase.jobs]
+        records = hook.accounting(names, since)
+        failed_trains = {r.name for r in records if r.state.value in cr.WASTED_STATES}
+        folders = [p.checkpoint_dir for s in experiments for p in s.phases if p.jobs[0] in failed_trains]
+        times = _checkpoint_times(hook, sorted(set(folders)))
+    campaign, attempts = cr.build(
+        stem,
+        experiments,
+        reports,
+        records,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        checkpoint_times=times,
+        budgets=budgets,
+    )
+    out_dir = campaign_report_dir(stem, os.environ)
+    files = render.write_files(campaign, attempts, reports, out_dir)
+    log.info(
+        "campaign %s (%d sacct records):\n%s", stem, len(records), render.text_table(campaign["experiments"])
+    )
+    log.info("%s", render.answer_text(campaign))  # the fit, the held-out check, the LR law
+    hours = campaign["gpu_hours"]
+    log.info("hours: total %.4f, wasted %.4f %s", hours["total"], hours["wasted"], hours["by_unit"])
+    log.info("report files in %s: %s", out_dir, ", ".join(f.name for f in files))
+    return {"dir": str(out_dir), "files": [f.name for f in files], "total_hours": hours["total"]}
