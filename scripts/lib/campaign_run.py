@@ -281,8 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--started", type=float, default=time.time(), help="epoch seconds the demo started")
     args = parser.parse_args(argv)
 
+    from autoexp.campaign.configs.planned_config import load_plans
     from autoexp.campaign.planning.dag_plan import plan_dag
-    from autoexp.campaign.planning.plan import config_errors, load_plans
+    from autoexp.campaign.planning.plan import config_errors
 
     try:
         plans, settings = load_plans(args.config)

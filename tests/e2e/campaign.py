@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from autoexp.campaign.configs.checkout import DEMO_DIR_ENV
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import dag_plan
-from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.airflow_stack import start_stack as fixture_stack
 

@@ -6,8 +6,8 @@ import importlib.util
 import sys
 from types import ModuleType
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.plan import load_plans
 from tests.fixtures.scripts import REPO
 
 

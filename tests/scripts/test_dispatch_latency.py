@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from autoexp.campaign.configs.checkout import REPO_ROOT
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, plan_dag
-from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.report import dispatch_latency as dl
 
 KEY = ("dag", "pretrain.checkpoints.convert", 0)

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.report.dispatch_latency import CHECKPOINT, RUN_START, dependencies
 from tests.fixtures.scripts import REPO
 

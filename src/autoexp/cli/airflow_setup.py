@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoexp.campaign.planning.plan import load_plans
+from autoexp.campaign.configs.planned_config import load_plans
 
 DEFAULT_SLOTS = 8
 

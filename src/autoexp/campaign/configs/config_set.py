@@ -46,7 +46,8 @@ def claimed_ids(config: Path, wait_secs: float) -> dict[str, str] | None:
     known = cache.load_ids(config, cache.cache_dir())
     if known is not None:
         return known
-    from autoexp.campaign.planning.plan import config_errors, load_plans
+    from autoexp.campaign.configs.planned_config import load_plans
+    from autoexp.campaign.planning.plan import config_errors
 
     found: dict[str, dict[str, str]] = {}
 

@@ -19,9 +19,8 @@ from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import AirflowException
 
-from autoexp.campaign.configs.planned_config import PlannedConfig
+from autoexp.campaign.configs.planned_config import PlannedConfig, load_plans
 from autoexp.campaign.planning import campaign_slice as cs
-from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)

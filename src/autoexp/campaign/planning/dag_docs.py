@@ -7,8 +7,8 @@ from typing import Any
 
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.planning.model_size import param_count
 from autoexp.campaign.planning.plan import ExperimentPlan, PhasePlan
-from autoexp.campaign.report.report_data import param_count
 
 _UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 # Checkpoint iterations listed per phase before "...".

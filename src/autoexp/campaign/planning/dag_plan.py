@@ -16,10 +16,10 @@ from slurm_operator.model import naming
 
 from autoexp.campaign.planning import fields, run_layout, training_log
 from autoexp.campaign.planning.divergence import FATAL_PATTERNS
+from autoexp.campaign.planning.model_size import param_count
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
 from autoexp.campaign.planning.schedule import dag_schedule
 from autoexp.campaign.planning.settings import AirflowSettings, _line_of
-from autoexp.campaign.report.report_data import param_count
 
 # The training task's id inside its phase's task group (the factory builds it, the waits watch it).
 TRAIN_TASK = "train"

@@ -1,5 +1,5 @@
-"""Pure planner: a config file (through the expansion cache) or its expanded jobs -> experiments ->
-phases, cooldown branches and expected checkpoints."""
+"""Pure planner: a config's expanded jobs -> experiments -> phases, cooldown branches and expected
+checkpoints (configs/planned_config.py loads a config file into plans)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoexp.campaign.configs import cache
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError, parse_settings
+from autoexp.campaign.planning.settings import AirflowSettings, Keys, SettingsError
 
 PRETRAIN = "pretrain"
 
@@ -337,35 +336,6 @@ def plan_campaign(jobs: Sequence[JobLike], settings: AirflowSettings) -> list[Ex
             )
         by_id[plan.dag_id] = plan.name
     return plans
-
-
-def load_plans(
-    config_path: str | Path, overrides: Sequence[str] = ()
-) -> tuple[list[ExperimentPlan], AirflowSettings]:
-    """Load, expand and plan one config (through the expansion cache); raises ConfigError, SettingsError,
-    PlanError or OSError."""
-    path = Path(config_path).absolute()
-    folder = cache.cache_dir()
-    st = path.stat()  # before the read: the id list is stamped with what was read, or older
-    key = cache.cache_key(path.read_bytes(), overrides, path) if folder is not None else ""
-    hit = cache.load(key, folder)
-    if hit is not None:
-        raw, slim_jobs = hit
-        settings = parse_settings(raw, path)
-        plans = plan_campaign(slim_jobs, settings)
-    else:
-        from autoexp.config import expand, load_config  # only a miss pays for importing the engine
-
-        config = load_config(path, overrides)
-        settings = parse_settings(config.airflow, path)
-        jobs = expand(config)
-        plans = plan_campaign(jobs, settings)  # the full jobs: errors name the file and line
-        if folder is not None:
-            cache.store(key, folder, config.airflow, cache.slim(jobs, settings))
-    # Before any DAG is built: the other DAG files check their ids against these (config_set.py).
-    if not overrides:  # what the DAG files plan
-        cache.store_ids(path, st, folder, {plan.dag_id: plan.name for plan in plans})
-    return plans, settings
 
 
 def config_errors() -> tuple[type[Exception], ...]:

@@ -182,8 +182,8 @@ def probe_for(config: Any, overrides: Sequence[str] = ()) -> tuple[Probe, str]:
     """The probe of one config, and the SSH connection id its `airflow:` section names."""
     from pathlib import Path
 
+    from autoexp.campaign.configs.planned_config import load_plans
     from autoexp.campaign.planning.dag_plan import plan_dag
-    from autoexp.campaign.planning.plan import load_plans
     from autoexp.config import expand, load_config, render
 
     path = Path(config)

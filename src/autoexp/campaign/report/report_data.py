@@ -86,17 +86,6 @@ def row(
     }
 
 
-def param_count(params: Mapping[str, Any]) -> int | None:
-    """Approximate parameter count 12 L H^2 + V H (the LR_WARMUP_ITERS formula of
-    config/scaling_exps.yaml) when the shape is known."""
-    try:
-        layers, hidden = int(params["NUM_LAYERS"]), int(params["HIDDEN_SIZE"])
-        vocab = int(params.get("VOCAB_SIZE", 0))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return 12 * hidden * hidden * layers + vocab * hidden
-
-
 def columns_of(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Fixed columns first, then every task metric seen, sorted."""
     extra = sorted({k for r in rows for k in r} - set(COLUMNS))

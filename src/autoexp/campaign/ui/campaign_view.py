@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, TRAIN_TASK
-from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.ui.airflow_api import AirflowApi
 
 _ITER = re.compile(r"(\d+)\s*$")

@@ -116,7 +116,7 @@ def test_the_900_experiment_grid_caches_in_under_a_megabyte(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The seed with 50 learning rates: 10,800 jobs, 19 MB as plain JSON (the format before)."""
-    from autoexp.campaign.planning.plan import load_plans
+    from autoexp.campaign.configs.planned_config import load_plans
     from tests.fixtures.seed_grid import write_grid
 
     grid = write_grid(tmp_path, 50)

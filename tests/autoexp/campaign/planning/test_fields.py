@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.plan import PlanError, load_plans
+from autoexp.campaign.planning.plan import PlanError
 from autoexp.campaign.planning.settings import SettingsError
 
 DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from slurm_operator.remote.parsers import parse_sacct
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.plan import load_plans
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
