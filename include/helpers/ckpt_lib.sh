@@ -10,10 +10,14 @@ AUTOEXP_LOCK_TTL="${AUTOEXP_LOCK_TTL:-21600}"
 AUTOEXP_MAX_FAILURES="${AUTOEXP_MAX_FAILURES:-3}"
 
 # Print the tracker's iteration of checkpoint dir $1, or -1 when absent/unreadable/"release".
+# Read as checkpoint_layout.parse_tracker reads it (ASCII digits between optional whitespace; "4 0"
+# is no number); tests/include/test_tracker.py holds the two to one table.
 autoexp_tracker() {
     local tracker="$1/latest_checkpointed_iteration.txt" value
     if [ ! -f "$tracker" ]; then echo -1; return 0; fi
-    value="$(tr -d '[:space:]' < "$tracker")"
+    value="$(cat "$tracker" 2>/dev/null)"
+    value="${value#"${value%%[![:space:]]*}"}"
+    value="${value%"${value##*[![:space:]]}"}"
     if [[ "$value" =~ ^[0-9]+$ ]]; then echo "$((10#$value))"; else echo -1; fi
 }
 

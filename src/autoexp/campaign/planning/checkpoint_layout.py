@@ -28,6 +28,7 @@ from typing import Protocol
 from slurm_operator.model.exceptions import RemotePathNotFoundError
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
+_ITERATION = re.compile(r"[0-9]+")
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")
 _MP_RANK = re.compile(r"^mp_rank_\d+(_\d+)*$")
 LEGACY_FILE = "model_optim_rng.pt"
@@ -43,11 +44,15 @@ class TrackerParseError(ValueError):
 
 
 def parse_tracker(text: str) -> int | None:
-    """Iteration named by Megatron's tracker file; None for ``release`` checkpoints."""
+    """Iteration named by Megatron's tracker file; None for ``release`` checkpoints.
+
+    ASCII digits only (``str.isdigit`` also takes ``²`` and other scripts' digits, which neither
+    Megatron writes nor the cluster-side shell twins accept; tests/include/test_tracker.py).
+    """
     value = text.strip()
     if value == "release":
         return None
-    if not value.isdigit():
+    if not _ITERATION.fullmatch(value):
         raise TrackerParseError(
             f"{TRACKER_FILE}: expected an iteration number or 'release', got {value!r:.80}"
         )

@@ -130,10 +130,17 @@ def tracker_value(checkpoints: str) -> str:
 
 
 def tracker_reached(checkpoints: str, iteration: int) -> str:
-    """Print 1 when the tracker names an iteration >= ``iteration`` (training really done), else 0."""
+    """Print 1 when the tracker names an iteration >= ``iteration`` (training really done), else 0.
+
+    Read as ``checkpoint_layout.parse_tracker`` and ``autoexp_tracker`` (include/helpers/ckpt_lib.sh)
+    read it: ASCII digits between optional whitespace; tests/include/test_tracker.py holds all three
+    to one table.
+    """
     path = shlex.quote(tracker_path(checkpoints))
     return (
-        f't=$(cat {path} 2>/dev/null); case "$t" in ""|*[!0-9]*) echo 0 ;; '
+        f"t=$(cat {path} 2>/dev/null); "
+        f't="${{t#"${{t%%[![:space:]]*}}"}}"; t="${{t%"${{t##*[![:space:]]}}"}}"; '  # trimmed
+        f'case "$t" in ""|*[!0-9]*) echo 0 ;; '
         f'*) if [ "$t" -ge {int(iteration)} ]; then echo 1; else echo 0; fi ;; esac'
     )
 
