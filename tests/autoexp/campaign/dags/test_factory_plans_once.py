@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from autoexp.campaign.configs import planned_config
 from autoexp.campaign.dags.factory import register
-from autoexp.campaign.planning import dag_plan, plan
+from autoexp.campaign.planning import dag_plan
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
 
 DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"
@@ -29,7 +30,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[in
 def test_each_config_is_planned_once_per_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     # Planning three times (once per DAG kind) was a quarter of a warm parse of 900 experiments.
     monkeypatch.setenv("AUTOEXP_CACHE_DIR", "off")
-    campaigns = _counted(monkeypatch, plan, "plan_campaign")
+    campaigns = _counted(monkeypatch, planned_config, "plan_campaign")  # as load_plans calls it
     phases = _counted(monkeypatch, dag_plan, "_phase_tasks")
     namespace: dict[str, Any] = {}
     ids = register(namespace, [DEMO])
