@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from slurm_operator.model.records import Attempt, JobRecord
+
 # status values; each event is final: a trigger emits exactly one.
 SUCCESS: Final = "success"  # the watched remote condition holds
 ENDED: Final = "ended"  # the job reached a terminal state (which: slurm_state); the operator judges it
@@ -58,6 +60,12 @@ class SlurmEvent:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise EventSchemaError(f"event.status: {self.status!r} is not one of {sorted(STATUSES)}")
+
+    def ended(self, attempt: Attempt) -> Attempt | None:
+        """``attempt`` with its job's end as the event's ``record`` says (the sacct row the poll
+        parsed once: state, exit code, who cancelled it); None when the event carries no record.
+        ``slurm_state`` and ``exit_code`` are that record's, for readers of the bare event."""
+        return None if self.record is None else attempt.ended(JobRecord.from_dict(self.record))
 
     def to_payload(self) -> dict[str, Any]:
         """Return the event as a plain dict for ``TriggerEvent``."""

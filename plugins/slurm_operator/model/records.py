@@ -22,6 +22,8 @@ class JobRecord:
         PENDING, read live from squeue (accounting's copy lags).
     :param expected_start: while PENDING, the start the backfill scheduler estimates
         (``2026-12-03T14:05:00``); None when Slurm has none yet.
+    :param cancelled_by_uid: who cancelled it, read once from sacct's ``CANCELLED by 1000``; None
+        when Slurm names nobody (a cancel seen by squeue, a state that is no cancel).
     """
 
     job_id: str
@@ -37,6 +39,7 @@ class JobRecord:
     reason: str = ""
     raw_state: str = ""
     expected_start: str | None = None
+    cancelled_by_uid: int | None = None
 
     def pending_note(self) -> str | None:
         """``Priority, est. start 2026-12-03T14:05`` (or ``..., no start estimate yet``): what the
@@ -57,8 +60,14 @@ class JobRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
         values = dict(data)
-        values["state"] = SlurmState.parse(str(values.get("state", "")))
+        values["state"] = json_state(values.get("state"))
         return cls(**values)
+
+
+def json_state(value: Any) -> SlurmState:
+    """A state of our JSON forms (an enum value, written by ``to_dict``), not Slurm's text: that was
+    parsed once, where it came in (``SlurmState.parse``). Anything else is UNKNOWN."""
+    return SlurmState.__members__.get(str(value), SlurmState.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,9 @@ class Attempt:
         job rewrites as it progresses).
     :param completion_ok: the "is the work done" check's answer for a COMPLETED job.
     :param cancelled_by: who cancelled the job from outside Airflow.
+    :param cancelled_by_uid: the uid sacct named for its cancel (``JobRecord.cancelled_by_uid``),
+        taken with the job's end; not in the JSON form: the end is judged in the process that read
+        it, and the judgment records ``cancelled_by``.
     :param cancelled_by_airflow: why the plugin itself cancelled it (on_kill, a timed-out deferral).
     :param fatal: the name of the fatal rule its log matched (``DIVERGED``), None when none did.
     :param fatal_line: the log line that matched it.
@@ -229,6 +241,7 @@ class Attempt:
     completion_ok: bool | None = None
     reattached: bool = False
     cancelled_by: str | None = None
+    cancelled_by_uid: int | None = None
     cancelled_by_airflow: str | None = None
     fatal: str | None = None
     fatal_line: str | None = None
@@ -249,6 +262,7 @@ class Attempt:
             state=record.state,
             # Slurm's words say more than the parsed state: `CANCELLED by 1000` names who.
             raw_state=words or self.raw_state,
+            cancelled_by_uid=record.cancelled_by_uid,
             exit_code=record.exit_code,
             elapsed=record.elapsed,
             alloc_tres=record.alloc_tres,
@@ -294,7 +308,7 @@ class Attempt:
         return cls(
             **values,
             **typed,
-            state=SlurmState.parse(state),
+            state=json_state(state),
             extra=extra,
             verdict=None if verdict is None else Verdict(verdict),
         )

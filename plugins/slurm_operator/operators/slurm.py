@@ -6,20 +6,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import airflow_internals
+from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
 from slurm_operator.model.exceptions import SlurmError
-from slurm_operator.model.records import Attempt, JobRecord, Ledger, Verdict
+from slurm_operator.model.records import Attempt, Ledger, Verdict
 from slurm_operator.operators.arguments import check_arguments, job_trigger_kwargs, submit_spec
 from slurm_operator.operators.submission import SubmitFailed, submit_attempt
 from slurm_operator.operators.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.operators.worker_wait import relay_lines, wait_in_worker
-from slurm_operator.policy import cancels, error_lines, recovery, resubmission
-from slurm_operator.policy.resubmission import CompletionCheck, completion_ok, probe_progress
+from slurm_operator.policy import cancels, completion, error_lines, recovery, resubmission
+from slurm_operator.policy.completion import CompletionRule
+from slurm_operator.policy.resubmission import CompletionCheck, probe_progress
 from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT
 from slurm_operator.triggers.relay_position import RelayPosition, seed
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
@@ -202,11 +204,12 @@ class SlurmOperator(BaseOperator):
         if ev.status == events.ERROR:
             # The job itself may be fine; the retry re-attaches to it through the recorded job id.
             raise AirflowException(f"Slurm job {current.job_id} ({current.log_path}): {ev.message}")
-        if ev.record is None:
+        ended = ev.ended(current)
+        if ended is None:
             raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
         ledger.log_offset = ev.log_offset
         hung = ev.message if ev.status == events.HUNG else None
-        return self._ended(context, self._hook(), ledger, JobRecord.from_dict(ev.record), hung)
+        return self._ended(context, self._hook(), ledger, ended, hung)
 
     def on_kill(self) -> None:
         """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
@@ -242,13 +245,10 @@ class SlurmOperator(BaseOperator):
         done. Default: every configured ``completion_regex``, ``completion_command`` and
         ``completion_check`` agrees.
         """
-        return completion_ok(
-            hook,
-            attempt,
-            regex=self.completion_regex,
-            command=self.completion_command,
-            check=self.completion_check,
-        )
+        done = completion.check(hook, self._completion_rule(), attempt.log_path)
+        if self.completion_check is None:
+            return done
+        return bool(self.completion_check(hook, attempt)) and done is not False
 
     def on_resubmit(self, context: Context, ended: Attempt, reason: str) -> None:
         """Called once per resubmission within a try, after ``ended`` was judged and before the next
@@ -256,13 +256,17 @@ class SlurmOperator(BaseOperator):
         exception here is logged and does not stop the resubmission."""
 
     # ----------------------------------------------------------------------------------- helpers
+    def _completion_rule(self) -> CompletionRule:
+        return CompletionRule(regex=self.completion_regex, command=self.completion_command)
+
     def _ending_kwargs(self) -> dict[str, Any]:
         """The trigger arguments that let it end the task on success: the checks it runs itself."""
         own_rule = type(self).is_work_done is not SlurmOperator.is_work_done
-        checks = {"completion_regex": self.completion_regex, "completion_command": self.completion_command}
+        rule = self._completion_rule()
         if not self.end_task_on_success or own_rule or self.completion_check is not None:
             return {}
-        return {"end_task_on_success": True, **checks} if any(v is not None for v in checks.values()) else {}
+        checks = {"completion_regex": rule.regex, "completion_command": rule.command}
+        return {"end_task_on_success": True, **checks} if rule.configured else {}
 
     def _hook(self) -> SlurmHook:
         """This task process's one connection to the cluster: every hook opens its own SSH connection,
@@ -325,13 +329,12 @@ class SlurmOperator(BaseOperator):
         ended = wait_in_worker(hook, trigger, relay_lines(self.log, current.job_id))
         ledger.log_offset = ended.offset
         hung = ended.hung.message if ended.hung is not None else None
-        return self._ended(context, hook, ledger, ended.record, hung)
+        return self._ended(context, hook, ledger, ledger.current.ended(ended.record), hung)
 
     def _ended(
-        self, context: Context, hook: SlurmHook, ledger: Ledger, record: JobRecord, hung: str | None
+        self, context: Context, hook: SlurmHook, ledger: Ledger, ended: Attempt, hung: str | None
     ) -> list[dict[str, Any]]:
         """Record the current attempt's end (a hung job: cancelled first) and judge it."""
-        ended = ledger.current.ended(record)
         if hung is not None:
             try:
                 ended = resubmission.cancel_hung(hook, ended, hung, self.log)

@@ -50,7 +50,7 @@ def cancel_origin(hook: SlurmHook, attempt: Attempt) -> CancelOrigin:
     try:
         reason = hook.read_text(marker).strip()
     except RemotePathNotFoundError:
-        return CancelOrigin(ours=False, who=who_cancelled(hook, attempt.raw_state))
+        return CancelOrigin(ours=False, who=who_cancelled(hook, attempt))
     except SlurmError as exc:
         raise CancelOriginUnknown(
             f"cannot read {marker} to tell whose cancel ended job {attempt.job_id}: {exc}"
@@ -75,12 +75,13 @@ def note_cancel(hook: SlurmHook, attempt: Attempt) -> tuple[Attempt, str | None]
     return replace(attempt, cancelled_by_airflow=origin.reason), None
 
 
-def who_cancelled(hook: SlurmHook, slurm_state: str) -> str:
-    """``alice (uid 1000)`` from sacct's ``CANCELLED by 1000`` (the uid alone when getent cannot
-    name it: one cheap command), or a note that sacct names nobody."""
-    uid = parsers.cancelled_by_uid(slurm_state)
+def who_cancelled(hook: SlurmHook, attempt: Attempt) -> str:
+    """``alice (uid 1000)`` for the uid sacct named (``CANCELLED by 1000``, read into the record
+    once; the uid alone when getent cannot name it: one cheap command), or a note that sacct names
+    nobody."""
+    uid = attempt.cancelled_by_uid
     if uid is None:
-        return f"someone sacct does not name (it printed {slurm_state or 'CANCELLED'!r})"
+        return f"someone sacct does not name (it printed {attempt.raw_state or 'CANCELLED'!r})"
     try:
         result = hook.run(commands.user_name(uid))
     except SlurmError as exc:

@@ -32,14 +32,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from slurm_operator.hooks.slurm import SlurmHook
-from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt, Verdict
 from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
+from slurm_operator.policy.completion import read_tail
 
 logger = logging.getLogger(__name__)
 
-TAIL_BYTES = 256 * 1024
 TAIL_LINES = error_lines.TAIL_LINES
 
 CompletionCheck = Callable[[SlurmHook, Attempt], bool]
@@ -108,16 +108,6 @@ class Decision:
 
     verdict: Verdict
     reason: str
-
-
-def completion_regex_matches(pattern: str, log_tail: str) -> bool:
-    """True when the completion regex occurs in the log text (multi-line mode)."""
-    return re.search(pattern, log_tail, re.MULTILINE) is not None
-
-
-def completion_command_says_done(stdout: str) -> bool:
-    """A completion command says done by printing 1 (AutoExperiment's termination_cmd contract)."""
-    return stdout.strip() == "1"
 
 
 def _moves(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> list[bool]:
@@ -314,26 +304,6 @@ def failure_message(
 
 
 # ----------------------------------------------------------------------------------- asking the cluster
-def completion_ok(
-    hook: SlurmHook,
-    attempt: Attempt,
-    *,
-    regex: str | None,
-    command: str | None,
-    check: CompletionCheck | None,
-) -> bool | None:
-    """All configured checks pass (True), one fails (False), or none is configured (None)."""
-    checks: list[bool] = []
-    if regex is not None:
-        checks.append(completion_regex_matches(regex, read_tail(hook, attempt.log_path)))
-    if command is not None:
-        result = hook.run(command)
-        checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
-    if check is not None:
-        checks.append(bool(check(hook, attempt)))
-    return all(checks) if checks else None
-
-
 def probe_progress(hook: SlurmHook, command: str) -> str | None:
     """The progress command's output (stripped); None when it failed: unknown, never "no change"."""
     try:
@@ -342,12 +312,3 @@ def probe_progress(hook: SlurmHook, command: str) -> str | None:
         logger.warning("progress command failed: %s", exc)
         return None
     return result.stdout.strip() if result.exit_status == 0 else None
-
-
-def read_tail(hook: SlurmHook, path: str) -> str:
-    """The last TAIL_BYTES of a remote log, or a note saying why it cannot be read."""
-    try:
-        size = hook.stat(path).size
-        return hook.read_log(path, max(0, size - TAIL_BYTES), TAIL_BYTES).text
-    except (RemotePathNotFoundError, SlurmError) as exc:
-        return f"<log unreadable: {exc}>"

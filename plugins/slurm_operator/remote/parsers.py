@@ -164,6 +164,7 @@ def _record(job: str, name: str, raw_state: str, exit_raw: str, **fields: str) -
         exit_code=code,
         signal=sig,
         raw_state=raw_state.strip(),
+        cancelled_by_uid=cancelled_by_uid(raw_state),
         **{k: _clean(v) for k, v in fields.items()},
     )
 
@@ -384,6 +385,7 @@ def aggregate_array(job: str, tasks: Sequence[JobRecord]) -> JobRecord:
         alloc_tres=pick.alloc_tres,
         reason=summary,
         raw_state=pick.raw_state,
+        cancelled_by_uid=pick.cancelled_by_uid,
         expected_start=pick.expected_start,
     )
 

@@ -19,11 +19,7 @@ from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.model.naming import ON_KILL_REASON, cancel_marker_path
 from slurm_operator.model.records import JobRecord, Ledger, Verdict
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
-from slurm_operator.policy.resubmission import (
-    TAIL_BYTES,
-    completion_command_says_done,
-    completion_regex_matches,
-)
+from slurm_operator.policy import completion
 from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
 from slurm_operator.remote.parsers import complete_lines
 from slurm_operator.triggers.job_poller import SlurmPoller
@@ -249,16 +245,9 @@ class SlurmJobTrigger(BaseTrigger):
         """The task's success, when the completed job's completion checks pass; else None (the
         operator judges, as without ``end_task_on_success``)."""
         try:
-            checks = []
-            if self.completion_regex is not None and self.log_path:
-                size = (await hook.stat(self.log_path)).size
-                tail = await hook.read_log(self.log_path, max(0, size - TAIL_BYTES), TAIL_BYTES)
-                checks.append(completion_regex_matches(self.completion_regex, tail.text))
-            if self.completion_command is not None:
-                result = await hook.run(self.completion_command)
-                checks.append(result.exit_status == 0 and completion_command_says_done(result.stdout))
-            if not checks or not all(checks):
-                return None
+            rule = completion.CompletionRule(regex=self.completion_regex, command=self.completion_command)
+            if not await completion.check_async(hook, rule, self.log_path):
+                return None  # not done, or no check configured: the operator judges
             ledger = Ledger.from_dict(self.carry)
             ended = ledger.current.ended(record)
             ledger.update_current(replace(ended, completion_ok=True, verdict=Verdict.SUCCEED))

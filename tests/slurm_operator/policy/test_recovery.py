@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
+from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.model.records import (
@@ -27,7 +28,7 @@ from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.policy import recovery
 from slurm_operator.policy.resubmission import decide
 from slurm_operator.remote.commands import AttemptSubmit
-from slurm_operator.remote.parsers import Submitted
+from slurm_operator.remote.parsers import Submitted, cancelled_by_uid
 
 NAME = "af-d-train-0123456789"
 
@@ -124,7 +125,9 @@ def test_an_unjudged_attempt_whose_job_runs_is_waited_on_again() -> None:
 
 def test_an_unjudged_attempt_whose_job_ended_is_judged_with_sacct_s_words() -> None:
     cluster = Cluster()
-    cluster.records["101"] = JobRecord("101", NAME, SlurmState.CANCELLED, raw_state="CANCELLED by 0")
+    cluster.records["101"] = JobRecord(
+        "101", NAME, SlurmState.CANCELLED, raw_state="CANCELLED by 0", cancelled_by_uid=0
+    )
     start = _start(cluster, _carry(_attempt(1)))
     assert start.action == recovery.JUDGE
     last = start.ledger.to_dict()["attempts"][-1]
@@ -267,7 +270,10 @@ class TI:
 
 
 def _cancelled_event(raw: str = "CANCELLED by 0") -> dict[str, Any]:
-    record = JobRecord("101", NAME, SlurmState.CANCELLED, exit_code=0, raw_state=raw)
+    # as the poll's parser reads sacct's row: who cancelled it, once
+    record = JobRecord(
+        "101", NAME, SlurmState.CANCELLED, exit_code=0, raw_state=raw, cancelled_by_uid=cancelled_by_uid(raw)
+    )
     return SlurmEvent(
         status="ended",
         message="Slurm job 101 ended CANCELLED (exit code 0)",

@@ -11,7 +11,7 @@ from slurm_operator.model.exceptions import RemotePathNotFoundError
 from slurm_operator.model.records import HUNG, Attempt, CommandResult, Verdict
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy import resubmission
-from slurm_operator.policy.resubmission import completion_command_says_done, completion_regex_matches, decide
+from slurm_operator.policy.resubmission import decide
 
 
 def _attempts(*progress: str | None) -> list[Attempt]:
@@ -71,15 +71,6 @@ def test_no_progress_cap_stops_a_poison_job() -> None:
     assert _decide(SlurmState.TIMEOUT, _attempts(None, None), **kw)[0] is Verdict.FAIL
     # Without a probe only the total cap applies.
     assert _decide(SlurmState.TIMEOUT, _attempts(None, None, None))[0] is Verdict.RESUBMIT
-
-
-def test_completion_checks() -> None:
-    log = "iteration 10\n[after training is done] ...\nsaving\n"
-    assert completion_regex_matches(r"^\[after training is done\]", log)
-    assert not completion_regex_matches(r"after training is done$", "after training is done soon")
-    assert completion_command_says_done("1\n")
-    assert not completion_command_says_done("0\n")
-    assert not completion_command_says_done("10")
 
 
 def _hung(attempts: list[Attempt], *which: int) -> list[Attempt]:
@@ -186,7 +177,9 @@ def test_judge_counts_the_budget_it_is_given_with_the_ended_attempt_as_judged() 
 
 
 def test_a_cancel_from_outside_raises_with_the_attempt_to_record() -> None:
-    cancelled = replace(_attempts(None)[0], state=SlurmState.CANCELLED, raw_state="CANCELLED by 0")
+    cancelled = replace(
+        _attempts(None)[0], state=SlurmState.CANCELLED, raw_state="CANCELLED by 0", cancelled_by_uid=0
+    )
     with pytest.raises(
         resubmission.CancelledFromOutside, match="cancelled from outside Airflow by uid 0;"
     ) as err:

@@ -49,7 +49,7 @@ def test_parse_sacct() -> None:
     assert recs["3"].start == ""
     assert recs["3"].node_list == ""
     assert recs["4"].state is SlurmState.CANCELLED
-    assert recs["4"].raw_state == "CANCELLED by 0"
+    assert (recs["4"].raw_state, recs["4"].cancelled_by_uid) == ("CANCELLED by 0", 0)  # who: read once
     assert recs["5"].state is SlurmState.TIMEOUT
 
 

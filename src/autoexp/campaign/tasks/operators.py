@@ -7,12 +7,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context, TaskInstanceState
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import StartTriggerArgs
+from slurm_operator.airflow_internals import AirflowFailException, AirflowSkipException
 from slurm_operator.model import events
 from slurm_operator.model.records import Attempt
 from slurm_operator.operators.slurm import SlurmOperator
-from slurm_operator.policy.resubmission import completion_command_says_done
+from slurm_operator.policy import completion
 from slurm_operator.triggers.remote_path import class_path
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
@@ -115,7 +116,7 @@ class CampaignSlurmOperator(SlurmOperator):
             return False
         command = f"{clear}; {self.completion_command}" if clear else self.completion_command
         result = self._hook().run(command)
-        return result.exit_status == 0 and completion_command_says_done(result.stdout)
+        return completion.command_done(result)
 
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
