@@ -28,7 +28,7 @@ import re
 import sys
 import zipfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -187,7 +187,7 @@ def heal(
             f"(max {max_rollbacks}, {checkpoints / ROLLBACKS}): not rolling back again",
             iteration,
         )
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     aside = checkpoints / f"{name}.corrupt-{stamp}"
     if (checkpoints / name).exists() or (checkpoints / name).is_symlink():
         (checkpoints / name).rename(aside)

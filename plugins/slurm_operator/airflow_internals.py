@@ -14,16 +14,47 @@ Airflow 3.3.2 has no public API for either need:
 - a listener told of a task instance's new state (``on_task_instance_failed``/``_success``) gets
   the API server's ORM row, whose trigger (class path and decrypted kwargs) is reachable only
   through the ORM relationship ``TaskInstance.trigger``.
+
+Supported: Airflow 3.1 to 3.3. What differs between them is decided here, from the installed version:
+
+- the task SDK's async XCom client (``XCom.aget_one``/``aset``) exists from 3.3 on: before, a
+  trigger keeps its log relay position in memory only (``TRIGGER_XCOMS``; a restarted triggerer
+  then relays a job's log again from the deferral's offset);
+- the exceptions a task raises moved to ``airflow.sdk.exceptions`` in 3.2 (3.1 has them in
+  ``airflow.exceptions``, which 3.2+ keeps as deprecated aliases of the same classes).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import airflow
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+from packaging.version import Version
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
+except ImportError:  # Airflow 3.1: the classes its task runner catches
+    from airflow.exceptions import (  # type: ignore[attr-defined,assignment,no-redef,unused-ignore]
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
 
 __all__ = [
+    "AIRFLOW_VERSION",
     "TRIGGER_FAIL_REPR",
+    "TRIGGER_XCOMS",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
     "TriggerFailureReason",
     "deferral_timed_out",
     "deferred_trigger",
@@ -33,6 +64,12 @@ __all__ = [
 ]
 
 
+# The installed Airflow's release (3.3.2, not 3.3.2rc1 or a local build suffix).
+AIRFLOW_VERSION = Version(Version(airflow.__version__).base_version)
+# Whether a trigger can read and write its task instance's XComs (the async client is 3.3+).
+TRIGGER_XCOMS = Version("3.3") <= AIRFLOW_VERSION
+
+
 def deferral_timed_out(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
     """True when ``resume_execution`` was called because the deferral's timeout passed."""
     timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
@@ -40,7 +77,10 @@ def deferral_timed_out(next_method: str, next_kwargs: dict[str, Any] | None) -> 
 
 
 async def xcom_get(*, key: str, dag_id: str, task_id: str, run_id: str, map_index: int) -> Any:
-    """One XCom of a task instance, read through the triggerer's supervisor (None when absent)."""
+    """One XCom of a task instance, read through the triggerer's supervisor (None when absent).
+
+    Airflow 3.3+ only (``TRIGGER_XCOMS``); callers check it first.
+    """
     # Imported here: the module is the task SDK's client, which only a running task or trigger has.
     from airflow.sdk.execution_time.xcom import XCom
 

@@ -73,12 +73,9 @@ def _trigger(classpath: str, kwargs: dict[str, Any]) -> SlurmJobTrigger | None:
 
 
 def _cancel(trigger: SlurmJobTrigger, state: str, where: str) -> None:
-    async def run() -> None:
-        async with asyncio.timeout(CANCEL_TIMEOUT):
-            await trigger.on_task_stopped(state)
-
     try:
-        asyncio.run(run())
+        # wait_for, not asyncio.timeout: the latter is Python 3.11+.
+        asyncio.run(asyncio.wait_for(trigger.on_task_stopped(state), CANCEL_TIMEOUT))
     except Exception:
         log.exception("could not cancel Slurm job %s of %s; check it with squeue", trigger.job_id, where)
     else:

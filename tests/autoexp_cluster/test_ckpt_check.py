@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from autoexp_cluster.ckpt_check import ROLLBACKS, checkpoint_problem, heal, roll
 from tests.autoexp_cluster.conftest import INCLUDE, megatron_checkpoint
 from tests.fixtures.checkpoint_layouts import cut_short, iter_dir, legacy, set_tracker, torch_dist
 
-NOW = datetime(2026, 12, 3, 8, 30, tzinfo=UTC)
+NOW = datetime(2026, 12, 3, 8, 30, tzinfo=timezone.utc)
 
 
 def dist_ckpt(checkpoints: Path, iteration: int, shards: tuple[str, ...] = ("__0_0.distcp",)) -> Path:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from airflow.dag_processing.dagbag import BundleDagBag
 
+from tests.airflow_versions import dag_bag
 from tests.fixtures.seed_grid import release_fifo, relocated, write_grid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,17 +25,17 @@ def private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AUTOEXP_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
+def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AUTOEXP_CONFIGS", os.pathsep.join(map(str, configs)))
-    return BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
+    return dag_bag(DAGS)
 
 
-def experiments(dagbag: BundleDagBag) -> list[str]:
+def experiments(dagbag: Any) -> list[str]:
     """The experiment DAGs' ids (each config also builds its campaign trigger and report DAGs)."""
     return sorted(d for d in dagbag.dags if not d.startswith("autoexp_campaign_"))
 
 
-def files_of(dagbag: BundleDagBag, prefix: str) -> set[str]:
+def files_of(dagbag: Any, prefix: str) -> set[str]:
     return {Path(dag.fileloc).name for dag_id, dag in dagbag.dags.items() if dag_id.startswith(prefix)}
 
 

@@ -12,10 +12,10 @@ import pytest
 from airflow.sdk import DAG
 from airflow.sdk.definitions._internal.expandinput import MappedArgument
 from airflow.sdk.definitions.taskgroup import MappedTaskGroup, TaskGroup
-from airflow.serialization.serialized_objects import DagSerialization
 
 from autoexp.campaign.dags.factory import build_dags
 from autoexp.config.builtins import tools_hash
+from tests.airflow_versions import DagSerialization
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "config" / "scaling_exps.yaml"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from airflow.dag_processing.dagbag import BundleDagBag
 
 from autoexp.campaign.planning.training_log import ITERATION_PROGRESS
 from autoexp.config.builtins import tools_hash
+from tests.airflow_versions import dag_bag
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
@@ -24,9 +25,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> BundleDagBag:
+def bag(configs: list[Path], monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AUTOEXP_CONFIGS", os.pathsep.join(map(str, configs)))
-    return BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
+    return dag_bag(DAGS)
 
 
 def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import airflow
+import pytest
 from airflow.sdk.execution_time.xcom import XCom
 from slurm_operator import airflow_internals
 from slurm_operator.airflow_internals import TRIGGER_FAIL_REPR, TriggerFailureReason
@@ -19,6 +21,24 @@ def test_a_timed_out_deferral_resumes_into_the_fail_sentinel_with_its_reason() -
     assert not airflow_internals.deferral_timed_out("__fail__", None)
 
 
+def test_the_version_checks_read_the_installed_airflow() -> None:
+    assert str(airflow_internals.AIRFLOW_VERSION) == airflow.__version__.split("rc")[0].split("+")[0]
+    # The async XCom client a trigger needs is there exactly from 3.3 on.
+    assert airflow_internals.TRIGGER_XCOMS == hasattr(XCom, "aget_one") == hasattr(XCom, "aset")
+    assert (airflow_internals.AIRFLOW_VERSION.release[:2] >= (3, 3)) == airflow_internals.TRIGGER_XCOMS
+
+
+def test_the_exceptions_are_the_ones_the_task_runner_catches() -> None:
+    from airflow.sdk.execution_time import task_runner
+
+    source = inspect.getsource(task_runner)
+    for name in ("AirflowFailException", "AirflowSkipException", "AirflowSensorTimeout"):
+        cls = getattr(airflow_internals, name)
+        assert getattr(task_runner, name, cls) is cls  # where the runner imports it, the same class
+        assert name in source
+
+
+@pytest.mark.skipif(not airflow_internals.TRIGGER_XCOMS, reason="Airflow before 3.3: no async XCom client")
 def test_the_task_sdk_xcom_client_takes_the_arguments_the_relay_position_passes() -> None:
     where = {"key", "dag_id", "task_id", "run_id", "map_index"}
     assert inspect.iscoroutinefunction(XCom.aget_one)
@@ -52,6 +72,6 @@ def test_the_api_server_tells_listeners_of_a_state_it_sets() -> None:
     """``slurm_operator.listener`` relies on the API server's own listener calls for a PATCH."""
     from airflow.api_fastapi.core_api.services.public import task_instances
 
-    source = inspect.getsource(task_instances._emit_state_listener_hooks)
+    source = inspect.getsource(task_instances)  # 3.3 calls them in a helper of its own
     assert "on_task_instance_failed" in source
     assert "on_task_instance_success" in source

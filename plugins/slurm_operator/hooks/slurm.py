@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
@@ -24,6 +24,9 @@ from slurm_operator.model.exceptions import (
 from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES
 from slurm_operator.remote import commands, parsers
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import asyncssh
 from airflow.providers.ssh.hooks.ssh import SSHHookAsync
@@ -25,6 +25,9 @@ from slurm_operator.model.exceptions import (
 from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES
 from slurm_operator.remote import commands, parsers
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
 
 log = logging.getLogger(__name__)
 # asyncssh logs every channel at INFO: one line per poll per job would flood the triggerer's log.

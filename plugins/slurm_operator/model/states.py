@@ -5,8 +5,12 @@ from __future__ import annotations
 import enum
 
 
-class SlurmState(enum.StrEnum):
-    """A Slurm job state (sacct/squeue/scontrol spelling), plus UNKNOWN for anything else."""
+class SlurmState(str, enum.Enum):
+    """A Slurm job state (sacct/squeue/scontrol spelling), plus UNKNOWN for anything else.
+
+    A ``str`` enum whose ``str()`` and ``format()`` give the bare value, as ``enum.StrEnum`` (Python
+    3.11+) does: states are written into logs, events and shell strings as Slurm spells them.
+    """
 
     PENDING = "PENDING"
     CONFIGURING = "CONFIGURING"
@@ -33,6 +37,12 @@ class SlurmState(enum.StrEnum):
     SPECIAL_EXIT = "SPECIAL_EXIT"
     REVOKED = "REVOKED"
     UNKNOWN = "UNKNOWN"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return self.value.__format__(spec)
 
     @classmethod
     def parse(cls, raw: str) -> SlurmState:

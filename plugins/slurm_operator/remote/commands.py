@@ -6,9 +6,12 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict
 
 from slurm_operator.model.states import ACTIVE_STATES, ADOPTABLE_STATES
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
 
 # Fields of `sacct -P -o ...`, in order; parsers.SACCT_FIELDS must match.
 SACCT_FORMAT = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NodeList,AllocTRES,Reason"

@@ -9,8 +9,9 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
-from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+from airflow.sdk.exceptions import AirflowException
 
+from slurm_operator.airflow_internals import AirflowSensorTimeout
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.exceptions import SlurmError

@@ -70,8 +70,9 @@ class XComPositionStore:
     @classmethod
     def of(cls, task_instance: Any) -> XComPositionStore | None:
         """The store of the trigger's task instance; None where the trigger runs without one
-        (``dag.test()`` runs triggers inline without it, unit tests build triggers bare)."""
-        if task_instance is None:
+        (``dag.test()`` runs triggers inline without it, unit tests build triggers bare) or where
+        a trigger cannot reach XComs (Airflow before 3.3: the position is then kept in memory)."""
+        if task_instance is None or not airflow_internals.TRIGGER_XCOMS:
             return None
         try:
             return cls(

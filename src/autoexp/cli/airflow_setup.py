@@ -37,7 +37,7 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
     from airflow.models.connection import Connection
     from airflow.models.pool import Pool
-    from airflow.sdk.exceptions import AirflowNotFoundException
+    from slurm_operator.airflow_internals import AirflowNotFoundException
 
     wanted: dict[str, str] = {}
     for config in configs:

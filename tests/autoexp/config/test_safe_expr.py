@@ -45,7 +45,7 @@ ATTACKS = [
     ("().__class__.__bases__[0].__subclasses__()", r"call of .* is not allowed"),
     ("(1).__class__", r"attribute access '1 ?\.__class__' is not allowed"),
     ("[x for x in range(10)]", r"'\[x for x in range\(10\)\]' \(ListComp\) is not allowed"),
-    ("(lambda: 1)()", r"call of 'lambda: 1' is not allowed"),
+    ("(lambda: 1)()", r"call of 'lambda ?: 1' is not allowed"),  # Python 3.10 unparses 'lambda : 1'
     ("globals()", r"function 'globals' is not allowed"),
     ("start", r"name 'start' is not allowed"),  # AutoExperiment's eval even saw its own locals
     ("10**10**10", r"too large"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from slurm_operator.model.states import (
     ACTIVE_STATES,
@@ -59,3 +61,16 @@ def test_named_sets() -> None:
     for state in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"):
         assert SlurmState(state).is_active
     assert SlurmState.COMPLETED == "COMPLETED"  # a str enum: compares and serialises as its name
+
+
+def test_a_state_reads_as_its_slurm_spelling() -> None:
+    """str(), format() and JSON give the bare value on every Python (StrEnum's behaviour, 3.11+)."""
+    state = SlurmState.OUT_OF_MEMORY
+    assert (str(state), f"{state}", f"[{state:>14}]") == (
+        "OUT_OF_MEMORY",
+        "OUT_OF_MEMORY",
+        "[ OUT_OF_MEMORY]",
+    )
+    assert json.dumps({"state": state}) == '{"state": "OUT_OF_MEMORY"}'
+    assert state == "OUT_OF_MEMORY"
+    assert isinstance(state, str)

@@ -81,10 +81,12 @@ def nested(path: Path, **kw: Any) -> RemotePathTrigger:
 
 
 async def first(trigger: RemotePathTrigger, limit_s: float = 30) -> SlurmEvent:
-    async with asyncio.timeout(limit_s):
+    async def event() -> SlurmEvent:
         async for ev in trigger.run():
             return SlurmEvent.from_payload(ev.payload)
-    raise AssertionError("no event")
+        raise AssertionError("no event")
+
+    return await asyncio.wait_for(event(), limit_s)  # asyncio.timeout is Python 3.11+
 
 
 async def test_many_waits_cost_one_command_per_interval(shell: LocalShell, tmp_path: Path) -> None:
@@ -115,9 +117,12 @@ async def test_many_waits_cost_one_command_per_interval(shell: LocalShell, tmp_p
         assert shell.requests[-1] == 10 * 4, shell.requests
         (runs[3] / "a" / "b" / "done").write_text("")
         (runs[7] / "log").write_text("step 1\ndone\n")
-        async with asyncio.timeout(30):
+
+        async def ten_done() -> None:
             while sum(t.done() for t in tasks) < 10:
                 await asyncio.wait([t for t in tasks if not t.done()], return_when=asyncio.FIRST_COMPLETED)
+
+        await asyncio.wait_for(ten_done(), 30)
         done = [i for i, t in enumerate(tasks) if t.done()]
         assert done == [*range(15, 20), *range(85, 90)], done
         assert all(tasks[i].result().status == events.SUCCESS for i in done)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from airflow.sdk.execution_time import task_runner
 from airflow.sdk.execution_time.comms import GetXCom, SetXCom, XComResult
+from slurm_operator import airflow_internals
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.states import SlurmState
 from slurm_operator.triggers import relay_position
@@ -259,6 +260,17 @@ class Comms:
         return None
 
 
+def test_before_airflow_3_3_a_trigger_keeps_its_position_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    class TI:
+        dag_id, task_id, run_id, map_index = "d", "train", "manual__1", 3
+
+    monkeypatch.setattr(airflow_internals, "TRIGGER_XCOMS", False)
+    assert XComPositionStore.of(TI()) is None
+    monkeypatch.setattr(airflow_internals, "TRIGGER_XCOMS", True)
+    assert XComPositionStore.of(TI()) is not None
+
+
+@pytest.mark.skipif(not airflow_internals.TRIGGER_XCOMS, reason="Airflow before 3.3: no async XCom client")
 async def test_the_xcom_store_sends_the_task_instance_s_own_xcom_messages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

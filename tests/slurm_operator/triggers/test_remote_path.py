@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
+from airflow.sdk.module_loading import import_string
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmConnectionError

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
+from airflow.sdk.module_loading import import_string
 from airflow.triggers.base import TaskSuccessEvent
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import SlurmEvent

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from airflow.sdk import BaseNotifier, Context, conf
+from airflow.sdk import BaseNotifier, Context
 from slurm_operator.model.records import Attempt, Ledger
 from slurm_operator.operators.task_state import XCOM_JOB_ID, state_get
 from slurm_operator.policy.error_lines import error_text
 
-from autoexp.campaign.dags.airflow_internals import in_dag_processor_callback
+from autoexp.campaign.dags.airflow_internals import conf, in_dag_processor_callback
 from autoexp.campaign.planning.training_log import TRAINING_LOG
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def failure_of(context: Context) -> Failure:
         task=ti.task_id,
         map_index=-1 if map_index is None else map_index,
         try_number=ti.try_number,
-        at=datetime.now(UTC).isoformat(),
+        at=datetime.now(timezone.utc).isoformat(),
         error=shown_error(str(context.get("exception") or ""))[-_MAX_TAIL:] or _NO_ERROR,
         clear_number=getattr(context.get("dag_run"), "clear_number", None),
     )

@@ -7,12 +7,13 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseNotifier, Context
-from airflow.sdk.definitions.callback import SyncCallback
+
+# Where Airflow 3.1 to 3.3 all have them (``airflow.sdk`` exports them from 3.2 on only).
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 from slurm_operator.model.records import Attempt
 
@@ -24,6 +25,7 @@ from autoexp.campaign.alerts.messages import (
     retry_alert,
     success_alert,
 )
+from autoexp.campaign.dags.airflow_internals import SyncCallback
 from autoexp.campaign.planning.settings import NotifierSettings
 
 log = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ class Target:
         path = Path(self.path or Path(home) / "logs" / "autoexp-alerts.log")
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as out:
-            out.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {text}\n")
+            out.write(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {text}\n")
         log.error("%s", text)
 
     def kwargs(self) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Every private Airflow API the campaign layer relies on, and nowhere else (pinned by its test).
 
-Each entry says why no public API does the job. Airflow upgrades break here first.
+Each entry says why no public API does the job. Airflow upgrades break here first. Public names
+that moved between the supported Airflow 3.1 to 3.3 are imported here too, from where each version
+has them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,20 @@ from typing import Any
 from airflow.sdk.definitions._internal.expandinput import ListOfDictsExpandInput as ListOfDictsExpandInput
 from airflow.sdk.definitions._internal.expandinput import MappedArgument as MappedArgument
 from airflow.sdk.definitions.taskgroup import MappedTaskGroup as MappedTaskGroup
+
+# -- moved public names ------------------------------------------------------------------------------
+# The configuration a task or a notifier reads: ``airflow.sdk.conf`` from 3.2, the core's before.
+try:
+    from airflow.sdk import conf as conf
+except ImportError:  # Airflow 3.1
+    from airflow.configuration import conf as conf  # type: ignore[assignment,no-redef,unused-ignore]
+# The deadline callback: a module of its own (and an ``airflow.sdk`` export) from 3.2 on.
+try:
+    from airflow.sdk.definitions.callback import SyncCallback as SyncCallback
+except ImportError:  # Airflow 3.1
+    from airflow.sdk.definitions.deadline import (  # type: ignore[attr-defined,no-redef,unused-ignore]
+        SyncCallback as SyncCallback,
+    )
 
 
 class KeyedMappedArgument(MappedArgument):

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk import Context
@@ -63,7 +63,7 @@ def build_campaign_report(
         experiments,
         reports,
         records,
-        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checkpoint_times=times,
         budgets=budgets,
     )

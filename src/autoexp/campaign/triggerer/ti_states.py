@@ -13,7 +13,7 @@ runner's loop with ``run_coroutine_threadsafe``; only the unbounded wait was wro
 
 Here: the request goes over the runner's own async channel (``TriggerCommsDecoder.asend``, what
 ``send`` wraps for threads; private API, in ``campaign.dags.airflow_internals``) under
-``asyncio.timeout``, so a slow answer costs the caller at most its limit and no thread is left
+``asyncio.wait_for``, so a slow answer costs the caller at most its limit and no thread is left
 blocked (a late answer is dropped by the runner as "response for unknown request frame"); and
 ``warm_up`` takes the first, slow answer when a trigger starts, instead of when a user acts on a
 task.
@@ -70,9 +70,9 @@ async def _ask(
     started = time.monotonic()
     _first_asked = _first_asked or started
     try:
-        async with asyncio.timeout(limit_s):
-            resp = await comms.asend(airflow_internals.task_states_request(dag_id, run_ids, task_ids))
-    except TimeoutError:
+        request = airflow_internals.task_states_request(dag_id, run_ids, task_ids)
+        resp = await asyncio.wait_for(comms.asend(request), limit_s)
+    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
         log.warning("the triggerer did not tell the state of %s within %.0f s", list(task_ids), limit_s)
         return None
     except Exception as exc:  # an unknown state must never keep anything alive or crash a trigger

@@ -9,7 +9,7 @@ real stack.
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +28,7 @@ from autoexp.campaign.alerts.messages import (
 )
 
 DATA = Path(__file__).parents[1] / "planning" / "data" / "training_logs"
-ENDED = datetime(2026, 12, 3, 8, 30, 5, tzinfo=UTC)
+ENDED = datetime(2026, 12, 3, 8, 30, 5, tzinfo=timezone.utc)
 
 
 def _dag() -> DAG:

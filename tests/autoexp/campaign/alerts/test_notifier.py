@@ -20,7 +20,6 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 from airflow.sdk.definitions.deadline import DeadlineReference
 from airflow.sdk.exceptions import AirflowException
-from airflow.serialization.serialized_objects import DagSerialization
 
 from autoexp.campaign.alerts.messages import FAILURE_KEY, root_cause
 from autoexp.campaign.alerts.notifier import (
@@ -31,6 +30,7 @@ from autoexp.campaign.alerts.notifier import (
     task_alerts,
 )
 from autoexp.campaign.planning.settings import NotifierSettings
+from tests.airflow_versions import DagSerialization
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, task_states, xcom_value
 from tests.fixtures.alert_sinks import SlackSink, SmtpSink, mail_text
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from datetime import UTC
+from datetime import timezone
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from autoexp.campaign.dags import airflow_internals
+from tests.airflow_versions import AIRFLOW_VERSION
 
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
 
@@ -142,6 +144,19 @@ def test_a_callback_only_parse_names_the_dags_its_callbacks_need() -> None:
 # -- the triggerer's copy of the DAG per started task (used by the checkpoint waits) ----------------
 
 
+def test_release_task_leaves_a_task_instance_without_a_dag_copy_alone() -> None:
+    """Before Airflow 3.3 a started trigger's task instance is the workload's: no task, no context."""
+    from types import SimpleNamespace
+
+    ti = SimpleNamespace(dag_id="d", run_id="r1", map_index=-1)
+    airflow_internals.release_task(ti)
+    assert vars(ti) == {"dag_id": "d", "run_id": "r1", "map_index": -1}
+
+
+@pytest.mark.skipif(
+    Version("3.3") > AIRFLOW_VERSION,
+    reason="the triggerer builds a runtime task instance from Airflow 3.3 on",
+)
 def test_a_started_trigger_s_dag_copy_is_released_with_its_context() -> None:
     """Built as the triggerer builds it (``create_runtime_ti`` from the serialized DAG), the task
     instance holds the DAG through its task and its cached template context; after release_task
@@ -155,7 +170,8 @@ def test_a_started_trigger_s_dag_copy_is_released_with_its_context() -> None:
     from airflow.jobs.triggerer_job_runner import TriggerRunner
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
-    from airflow.serialization.serialized_objects import DagSerialization
+
+    from tests.airflow_versions import DagSerialization
 
     with DAG("internals_release", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         EmptyOperator(task_id="wait")
@@ -169,7 +185,7 @@ def test_a_started_trigger_s_dag_copy_is_released_with_its_context() -> None:
         pool_slots=1,
         priority_weight=1,
     )
-    now = datetime(2026, 12, 2, tzinfo=UTC)
+    now = datetime(2026, 12, 2, tzinfo=timezone.utc)
     run = {"dag_id": dag.dag_id, "run_id": "r1", "logical_date": None, "data_interval_start": None,
            "data_interval_end": None, "run_after": now, "start_date": now, "end_date": None,
            "run_type": "manual", "state": "running", "consumed_asset_events": [],

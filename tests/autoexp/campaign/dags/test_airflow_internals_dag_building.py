@@ -7,7 +7,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
-from airflow.serialization.serialized_objects import DagSerialization
 
 from autoexp.campaign.dags.airflow_internals import (
     KeyedMappedArgument,
@@ -15,6 +14,7 @@ from autoexp.campaign.dags.airflow_internals import (
     MappedArgument,
     MappedTaskGroup,
 )
+from tests.airflow_versions import DagSerialization
 
 
 class Probe(BaseOperator):

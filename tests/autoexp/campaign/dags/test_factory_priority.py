@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow.models.taskinstance import TaskInstance
-from airflow.serialization.serialized_objects import DagSerialization
 
 from autoexp.campaign.dags.factory import build_dags
+from tests.airflow_versions import DagSerialization
 
 DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,7 +30,7 @@ def test_a_duration_schedule_with_catchup_and_an_unquoted_start_date(
 ) -> None:
     dag = _dag(tmp_path, monkeypatch, "  schedule: PT1H\n  catchup: true\n  start_date: 2026-01-01\n")
     assert (dag.schedule, dag.catchup, dag.max_active_runs) == (timedelta(hours=1), True, 1)
-    assert dag.start_date == datetime(2026, 1, 1, tzinfo=UTC)
+    assert dag.start_date == datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def test_by_default_runs_come_only_from_triggers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.module_loading import import_string
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.triggers import remote_path as path_triggers

@@ -62,9 +62,11 @@ async def first(trigger: Any) -> SlurmEvent:
 
 
 async def until_done(tasks: list[asyncio.Task[SlurmEvent]], count: int, limit_s: float) -> None:
-    async with asyncio.timeout(limit_s):
+    async def all_done() -> None:
         while sum(t.done() for t in tasks) < count:
             await asyncio.wait([t for t in tasks if not t.done()], return_when=asyncio.FIRST_COMPLETED)
+
+    await asyncio.wait_for(all_done(), limit_s)  # asyncio.timeout is Python 3.11+
 
 
 async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_interval(
@@ -130,8 +132,7 @@ async def test_a_hundred_waits_cost_one_path_command_and_one_state_command_per_i
         assert len(paths) <= (rounds + 1) * (1 + path_poller.FOLLOW_UPS), len(paths)
 
         (ckpt0 / "iter_0000020" / "metadata.json").write_text('{"sharded_backend": "torch_dist"}')
-        async with asyncio.timeout(40 * INTERVAL):
-            await asyncio.wait(tasks[:2])
+        await asyncio.wait_for(asyncio.wait(tasks[:2]), 40 * INTERVAL)
         assert tasks[0].result().data == {"iterations": [10, 20]}
         assert not tasks[2].done()  # iteration 30 of run0 is still to come
     finally:

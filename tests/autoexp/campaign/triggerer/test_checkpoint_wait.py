@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
+from airflow.sdk.module_loading import import_string
 from airflow.triggers.base import TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 from slurm_operator.model.events import SlurmEvent
 
@@ -42,10 +42,12 @@ def make_trigger(
 
 
 async def first_raw_event(trigger: PhaseCheckpointTrigger, limit_s: float = 60) -> TriggerEvent:
-    async with asyncio.timeout(limit_s):
+    async def event() -> TriggerEvent:
         async for event in trigger.run():
             return event
-    raise AssertionError("the trigger ended without an event")
+        raise AssertionError("the trigger ended without an event")
+
+    return await asyncio.wait_for(event(), limit_s)  # asyncio.timeout is Python 3.11+
 
 
 async def first_event(trigger: PhaseCheckpointTrigger) -> SlurmEvent:
@@ -125,7 +127,7 @@ async def test_a_half_written_checkpoint_is_never_reported_however_far_the_track
     layouts.legacy(ckpts, 800)
     event = await first_event(make_trigger(slurm_cluster.conn_id, tmp_path, iteration=800))
     assert (event.status, event.data["iterations"]) == ("success", [400, 800])
-    with pytest.raises(TimeoutError):  # over SSH, many polls: never complete
+    with pytest.raises(asyncio.TimeoutError):  # over SSH, many polls: never complete
         await first_raw_event(make_trigger(slurm_cluster.conn_id, tmp_path, iteration=500), limit_s=5)
 
 
@@ -306,7 +308,7 @@ async def test_a_cleared_or_retrying_training_keeps_the_wait(
     fake = comms({"pretrain.train": "up_for_retry"})
     wait = make_trigger(slurm_cluster.conn_id, tmp_path)
     wait.task_instance = FakeTI()  # type: ignore[assignment]
-    with pytest.raises(TimeoutError):
+    with pytest.raises(asyncio.TimeoutError):
         await first_raw_event(wait, limit_s=3)
     # ~15 polls of 0.2 s: at most one question per half poll, whatever the number of waits.
     assert 1 <= fake.asked <= 3 / 0.1 + 1
@@ -334,7 +336,7 @@ async def test_a_marker_of_a_try_before_a_clear_does_not_end_the_re_armed_wait(
     fake = comms({"pretrain.train": "running"})
     wait = make_trigger(slurm_cluster.conn_id, tmp_path)
     wait.task_instance = FakeTI()  # type: ignore[assignment]
-    with pytest.raises(TimeoutError):
+    with pytest.raises(asyncio.TimeoutError):
         await first_raw_event(wait, limit_s=3)
     fake.states["pretrain.train"] = "failed"  # the marker is this try's: it ends the wait
     event = await first_raw_event(make_trigger_for(wait), limit_s=60)
@@ -377,7 +379,7 @@ async def test_a_stop_announced_before_the_wait_started_is_not_its_own(
     ti_states.announce_stop("d", "r1", "pretrain.train")
     wait = make_trigger(slurm_cluster.conn_id, tmp_path)
     wait.task_instance = FakeTI()  # type: ignore[assignment]
-    with pytest.raises(TimeoutError):
+    with pytest.raises(asyncio.TimeoutError):
         await first_raw_event(wait, limit_s=3)
 
 
@@ -498,7 +500,7 @@ async def test_a_stop_is_announced_before_the_marker_whose_write_may_hang(
     try:
         monkeypatch.setattr(AsyncSlurmHook, "write_text", stuck)
         stop = ti_states.stop_event("d", "r1", "pretrain.train")
-        with pytest.raises(TimeoutError):
+        with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(job_trigger(slurm_cluster.conn_id, job, tmp_path).on_kill(), 15)
         assert stop.is_set()
         assert hook.job_states([job]).records[job].state.value == "CANCELLED"
