@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "plugins"), str(REPO / "src")]
+sys.path[:0] = [
+    str(REPO),
+    str(REPO / "bench"),
+    str(REPO / "plugins"),
+    str(REPO / "src"),
+    str(REPO / "scripts" / "lib"),
+]
 
 from tests.fixtures import session  # noqa: E402
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from dispatch_latency import percentile
 
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import dag_plan
 from autoexp.campaign.planning.dag_plan import DagPlan
-from autoexp.campaign.report.dispatch_latency import percentile
 from autoexp.config.overrides import apply_overrides
 from autoexp.config.yamlio import YMap, parse_yaml, to_plain
 from tests.fixtures.procs import group_tree

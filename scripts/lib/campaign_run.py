@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dispatch_latency import summary
 from dispatch_report import dispatch_latencies, epoch, sacct_submissions
 from slurm_operator.remote.commands import SACCT_FORMAT
 from slurm_operator.remote.parsers import parse_sacct
 
 from autoexp.campaign.planning import run_layout
-from autoexp.campaign.report.dispatch_latency import summary
 
 if TYPE_CHECKING:
     from autoexp.campaign.planning.dag_plan import DagPlan

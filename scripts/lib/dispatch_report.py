@@ -11,9 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from autoexp.campaign.planning.checkpoint_layout import iteration_dir
-from autoexp.campaign.planning.dag_plan import DagPlan
-from autoexp.campaign.report.dispatch_latency import (
+from dispatch_latency import (
     CHECKPOINT,
     Latency,
     SlotSpan,
@@ -21,6 +19,9 @@ from autoexp.campaign.report.dispatch_latency import (
     dependencies,
     latencies,
 )
+
+from autoexp.campaign.planning.checkpoint_layout import iteration_dir
+from autoexp.campaign.planning.dag_plan import DagPlan
 
 Call = Callable[[str, str], Any]  # (method, path) -> the REST API's JSON
 

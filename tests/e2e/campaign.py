@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from autoexp.campaign.configs.checkout import DEMO_DIR_ENV
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import dag_plan
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.airflow_stack import start_stack as fixture_stack
+from tests.support.checkout import DEMO_DIR_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "config" / "demo.yaml"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
+import sys
+
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, plan_dag
-from autoexp.campaign.report import dispatch_latency as dl
+from tests.fixtures.scripts import REPO
+
+sys.path.append(str(REPO / "scripts" / "lib"))
+import dispatch_latency as dl
 
 KEY = ("dag", "pretrain.checkpoints.convert", 0)
 OTHER_A = ("dag", "pretrain.train", -1)
@@ -64,7 +68,7 @@ def test_an_unknown_dependency_time_measures_only_the_resubmissions() -> None:
 
 
 def test_every_job_of_a_demo_dag_has_its_dependency() -> None:
-    plans, settings = load_plans(REPO_ROOT / "config" / "demo.yaml")
+    plans, settings = load_plans(REPO / "config" / "demo.yaml")
     dag = plan_dag(plans[0], settings)
     deps = dl.dependencies(dag)
     jobs = [p.train.job_name for p in dag.phases]

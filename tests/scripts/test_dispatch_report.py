@@ -9,11 +9,11 @@ from typing import Any
 
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.report.dispatch_latency import CHECKPOINT, RUN_START, dependencies
 from tests.fixtures.scripts import REPO
 
 sys.path.append(str(REPO / "scripts" / "lib"))
 import dispatch_report as dr
+from dispatch_latency import CHECKPOINT, RUN_START, dependencies
 
 
 def test_sacct_rows_become_submissions_and_unknown_ends_stay_unknown() -> None:

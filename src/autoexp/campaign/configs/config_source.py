@@ -56,6 +56,15 @@ def check_unchanged(path: Path, expected_hash: str, expected_env: Mapping[str, s
             )
 
 
+def default_config_dir(dags_folder: Path) -> Path:
+    """Where configs are looked for when ``$AUTOEXP_CONFIGS`` is unset: ``config/`` beside the DAGs
+    folder (``<dags_folder>/../config``): this repository's layout, and ``$AIRFLOW_HOME/config`` for
+    Airflow's default DAGs folder. Derived from the DAGs folder, never from where this package is
+    installed: an installed package holds no configs.
+    """
+    return dags_folder.parent / "config"
+
+
 def config_paths(default_dir: Path, env: Mapping[str, str] | None = None) -> list[Path]:
     """Configs to build: ``$AUTOEXP_CONFIGS`` (os.pathsep-separated paths or globs), else dir/*.yaml."""
     spec = (env if env is not None else os.environ).get(CONFIGS_ENV, "")

@@ -20,8 +20,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
-from autoexp.campaign.configs.config_source import config_paths
+from autoexp.campaign.configs.config_source import config_paths, default_config_dir
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.plan import config_errors
 from autoexp.campaign.ui import campaign_view as cv
@@ -56,8 +55,11 @@ Api = Annotated[AirflowApi, Depends(caller_api)]
 
 
 def _configs() -> dict[str, Path]:
-    default = REPO_ROOT / "config"
-    return {p.stem: p for p in config_paths(default)}
+    """The campaigns the DAG files build: $AUTOEXP_CONFIGS, else config/ beside the DAGs folder."""
+    from airflow.configuration import conf
+
+    dags_folder = Path(conf.get("core", "dags_folder")).expanduser().resolve()
+    return {p.stem: p for p in config_paths(default_config_dir(dags_folder))}
 
 
 def _config(stem: str) -> Path:

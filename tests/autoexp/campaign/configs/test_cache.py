@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from autoexp.campaign.configs import cache
-from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.planning.plan import ExperimentPlan, plan_campaign
 from autoexp.campaign.planning.settings import parse_settings
 from autoexp.config import expand, load_config
+from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 

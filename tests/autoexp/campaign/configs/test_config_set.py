@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.configs.config_set import claimed_ids, configs_of_file
-from autoexp.campaign.configs.config_source import config_paths
+from autoexp.campaign.configs.config_source import config_paths, default_config_dir
 from tests.fixtures.seed_grid import release_fifo
+from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
@@ -40,6 +40,16 @@ def test_a_config_listed_twice_is_built_once(tmp_path: Path) -> None:
     spec = os.pathsep.join([str(tmp_path / "*.yaml"), str(tmp_path / "b.yaml"), str(tmp_path / "gone.yaml")])
     found = config_paths(tmp_path, {"AUTOEXP_CONFIGS": spec})
     assert found == [tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "gone.yaml"]
+
+
+def test_without_the_variable_the_configs_are_those_beside_the_dags_folder(tmp_path: Path) -> None:
+    """The rule the UI shares with the DAG files (``<dag file>/../../config``): the checkout's config/
+    for its dags/, $AIRFLOW_HOME/config for Airflow's default folder; never the package's location."""
+    assert default_config_dir(REPO_ROOT / "dags") == REPO_ROOT / "config"
+    home = tmp_path / "airflow"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "mine.yaml").write_text("{}\n")
+    assert config_paths(default_config_dir(home / "dags"), {}) == [home / "config" / "mine.yaml"]
 
 
 def test_ids_of_a_hung_config_are_unknown_within_the_wait(

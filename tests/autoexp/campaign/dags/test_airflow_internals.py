@@ -122,8 +122,8 @@ def _in_processor_parse(requests: list[Any], probe: Any) -> Any:
 
 
 def test_a_callback_only_parse_names_the_dags_its_callbacks_need() -> None:
-    from autoexp.campaign.configs.checkout import REPO_ROOT
     from autoexp.campaign.dags.factory import build_dags
+    from tests.support.checkout import REPO_ROOT
 
     ids = airflow_internals.callback_dag_ids
     assert ids() is None  # not in a DAG processor: every DAG

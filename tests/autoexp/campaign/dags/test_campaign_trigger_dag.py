@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag, select_task
 from autoexp.campaign.dags.factory import register
+from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 AXES = ["EXPERIMENTS", "LR", "BIAS", "PHASE", "CD_SCALE", "DATASET"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import campaign_slice as cs
+from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 TINY = ("demo_demo_tiny_lr0.003_bs4", "demo_demo_tiny_lr0.01_bs4")

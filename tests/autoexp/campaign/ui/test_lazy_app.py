@@ -8,8 +8,8 @@ import sys
 
 from starlette.testclient import TestClient
 
-from autoexp.campaign.configs.checkout import REPO_ROOT
 from autoexp.campaign.ui.lazy_app import LazyApp
+from tests.support.checkout import REPO_ROOT
 
 HEAVY = ("autoexp.campaign.ui.app", "airflow.api_fastapi.core_api.security", "fastapi")
 
