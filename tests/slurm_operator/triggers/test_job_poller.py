@@ -8,45 +8,23 @@ cluster in tests/slurm_operator/integration and bench/bench_triggerer.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
-from slurm_operator.model.exceptions import SlurmConnectionError
-from slurm_operator.model.records import JobRecord, JobStates, RemoteStat
 from slurm_operator.model.states import SlurmState
 from slurm_operator.triggers.job_poller import SlurmPoller
 
-
-class FakeStatesHook:
-    """Answers job_states from a dict; can be told to fail the next rounds."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.watched: list[list[str]] = []
-        self.states: dict[str, SlurmState] = {}
-        self.fail_next = 0
-
-    async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
-        self.calls.append(list(job_ids))
-        self.watched.append(list(watch))
-        if self.fail_next:
-            self.fail_next -= 1
-            raise SlurmConnectionError("ssh: connection refused")
-        recs = {j: JobRecord(job_id=j, name="n", state=s) for j, s in self.states.items() if j in job_ids}
-        files = {p: RemoteStat(path=p, exists=True, size=1, mtime=5.0) for p in watch}
-        now = 10.0 if watch else None
-        return JobStates(records=recs, source="sacct", authoritative=True, remote_now=now, files=files)
+from tests.support.fake_slurm import FakeSlurm
 
 
 @pytest.fixture
-def fake_hook(monkeypatch: pytest.MonkeyPatch) -> FakeStatesHook:
-    hook = FakeStatesHook()
+def fake_hook(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    hook = FakeSlurm()
     monkeypatch.setattr(SlurmPoller, "hook_factory", staticmethod(lambda _conn: hook))
     return hook
 
 
-async def test_one_query_per_round_for_many_subscribers(fake_hook: FakeStatesHook) -> None:
-    fake_hook.states = {str(i): SlurmState.RUNNING for i in range(20)}
+async def test_one_query_per_round_for_many_subscribers(fake_hook: FakeSlurm) -> None:
+    fake_hook.states = [{str(i): SlurmState.RUNNING for i in range(20)}]
     poller = SlurmPoller.for_conn("c1")
     subs = [poller.subscribe(str(i), 0.01) for i in range(20)]
     assert SlurmPoller.for_conn("c1") is poller
@@ -62,9 +40,9 @@ async def test_one_query_per_round_for_many_subscribers(fake_hook: FakeStatesHoo
     assert SlurmPoller.for_conn("c1") is not poller
 
 
-async def test_failed_round_reaches_every_subscriber_and_recovers(fake_hook: FakeStatesHook) -> None:
-    fake_hook.states = {"1": SlurmState.COMPLETED}
-    fake_hook.fail_next = 1
+async def test_failed_round_reaches_every_subscriber_and_recovers(fake_hook: FakeSlurm) -> None:
+    fake_hook.states = [{"1": SlurmState.COMPLETED}]
+    fake_hook.down = 1
     poller = SlurmPoller.for_conn("c2")
     a, b = poller.subscribe("1", 0.01), poller.subscribe("2", 0.01)
     ra, rb = await asyncio.gather(a.next(), b.next())
@@ -82,8 +60,9 @@ async def test_failed_round_reaches_every_subscriber_and_recovers(fake_hook: Fak
     b.close()
 
 
-async def test_watched_paths_ride_on_the_same_query_and_skip_pending_jobs(fake_hook: FakeStatesHook) -> None:
-    fake_hook.states = {"1": SlurmState.RUNNING, "2": SlurmState.PENDING, "3": SlurmState.RUNNING}
+async def test_watched_paths_ride_on_the_same_query_and_skip_pending_jobs(fake_hook: FakeSlurm) -> None:
+    fake_hook.states = [{"1": SlurmState.RUNNING, "2": SlurmState.PENDING, "3": SlurmState.RUNNING}]
+    fake_hook.clock = 10.0
     poller = SlurmPoller.for_conn("c3")
     one = poller.subscribe("1", 0.01, ["/r/1.out", "/r/ckpt"])
     two = poller.subscribe("2", 0.01, ["/r/2.out", "/r/ckpt"])

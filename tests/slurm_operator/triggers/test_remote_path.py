@@ -12,33 +12,10 @@ import pytest
 from airflow.sdk.module_loading import import_string
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
-from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmConnectionError
-from slurm_operator.model.records import LogChunk
 from slurm_operator.triggers import remote_path as path_triggers
 from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger, class_path
 
-
-class FakeFiles:
-    """Remote files in memory; ``down`` polls fail like a lost connection first."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, str] = {}
-        self.dirs: dict[str, list[str]] = {}
-        self.down = 0
-
-    async def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
-        if path not in self.files:
-            raise RemotePathNotFoundError(path)
-        data = self.files[path].encode()[offset : offset + max_bytes]
-        return LogChunk(text=data.decode(), offset=offset, next_offset=offset + len(data))
-
-    async def list_dir(self, path: str) -> list[str]:
-        if self.down:
-            self.down -= 1
-            raise SlurmConnectionError("ssh: connection refused")
-        if path not in self.dirs:
-            raise RemotePathNotFoundError(path)
-        return self.dirs[path]
+from tests.support.fake_slurm import FakeSlurm
 
 
 class Appears(PathCondition):
@@ -63,8 +40,8 @@ class Appears(PathCondition):
 
 
 @pytest.fixture
-def remote(monkeypatch: pytest.MonkeyPatch) -> FakeFiles:
-    fake = FakeFiles()
+def remote(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm()
     monkeypatch.setattr(path_triggers, "AsyncSlurmHook", lambda _c: fake)
     return fake
 
@@ -108,7 +85,7 @@ async def _events(trigger: Any) -> list[SlurmEvent]:
     return [SlurmEvent.from_payload(e.payload) async for e in trigger.run()]
 
 
-async def test_regex_trigger_finds_a_marker_split_across_reads(remote: FakeFiles) -> None:
+async def test_regex_trigger_finds_a_marker_split_across_reads(remote: FakeSlurm) -> None:
     remote.files["/r/log"] = "iteration 5\n[after training is done] at 9\n"
     trig = RemotePathTrigger(
         "c",
@@ -126,7 +103,7 @@ async def test_regex_trigger_finds_a_marker_split_across_reads(remote: FakeFiles
 
 
 async def test_the_regex_matches_an_unterminated_last_line_and_reads_on_from_there() -> None:
-    files = FakeFiles()
+    files = FakeSlurm()
     cond = path_triggers.LogPattern("done", offset=5)
     files.files["/log"] = "skip\nstill going\nalmost"
     assert await cond.check(files, "/log") is None
@@ -135,7 +112,7 @@ async def test_the_regex_matches_an_unterminated_last_line_and_reads_on_from_the
     assert cond.offset == len(files.files["/log"])
 
 
-async def test_a_pluggable_condition_is_rebuilt_from_its_import_path(remote: FakeFiles) -> None:
+async def test_a_pluggable_condition_is_rebuilt_from_its_import_path(remote: FakeSlurm) -> None:
     remote.dirs["/out"] = ["a.txt", "done.txt"]
     (ev,) = await _events(RemotePathTrigger(**KWARGS))
     assert (ev.status, ev.message, ev.data, ev.carry) == (
@@ -146,14 +123,14 @@ async def test_a_pluggable_condition_is_rebuilt_from_its_import_path(remote: Fak
     )
 
 
-async def test_connection_failures_are_retried_within_the_failure_budget(remote: FakeFiles) -> None:
+async def test_connection_failures_are_retried_within_the_failure_budget(remote: FakeSlurm) -> None:
     remote.dirs["/out"] = ["done.txt"]
     remote.down = 3
     (ev,) = await _events(RemotePathTrigger(**KWARGS))
     assert ev.status == events.SUCCESS
 
 
-async def test_a_spent_failure_budget_says_what_the_wait_was_for(remote: FakeFiles) -> None:
+async def test_a_spent_failure_budget_says_what_the_wait_was_for(remote: FakeSlurm) -> None:
     remote.down = 10**6
     (ev,) = await _events(RemotePathTrigger(**{**KWARGS, "failure_budget": 0.05}))
     assert ev.status == events.ERROR
@@ -161,13 +138,13 @@ async def test_a_spent_failure_budget_says_what_the_wait_was_for(remote: FakeFil
     assert "ssh: connection refused; check the SSH connection 'slurm_local' and the path" in ev.message
 
 
-async def test_a_fatal_error_of_the_condition_ends_the_wait_at_once(remote: FakeFiles) -> None:
+async def test_a_fatal_error_of_the_condition_ends_the_wait_at_once(remote: FakeSlurm) -> None:
     remote.dirs["/out"] = ["GARBLED"]
     (ev,) = await _events(RemotePathTrigger(**KWARGS))
     assert (ev.status, ev.message) == (events.ERROR, "/out: GARBLED: nothing can be read here")
 
 
-async def test_a_condition_that_is_not_one_ends_the_wait_as_a_crash(remote: FakeFiles) -> None:
+async def test_a_condition_that_is_not_one_ends_the_wait_as_a_crash(remote: FakeSlurm) -> None:
     (ev,) = await _events(
         RemotePathTrigger(**{**KWARGS, "condition": "slurm_operator.model.events.SlurmEvent"})
     )
@@ -179,7 +156,7 @@ async def test_a_condition_that_is_not_one_ends_the_wait_as_a_crash(remote: Fake
 
 
 async def test_a_condition_that_already_holds_is_held_for_min_defer_seconds(
-    remote: FakeFiles, monkeypatch: pytest.MonkeyPatch
+    remote: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not before the scheduler processed the deferral (docs/slurm-operator.md#airflow-332-workarounds)."""
     remote.dirs["/out"] = ["done.txt"]

@@ -17,73 +17,18 @@ from airflow.sdk.module_loading import import_string
 from airflow.triggers.base import TaskSuccessEvent
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import SlurmEvent
-from slurm_operator.model.exceptions import RemotePathNotFoundError
-from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.model.records import JobRecord, JobStates
 from slurm_operator.model.states import SlurmState
 from slurm_operator.triggers import slurm_job as triggers
 from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
-
-class FakeCluster:
-    """job states + remote files, answering like the async hook."""
-
-    def __init__(self) -> None:
-        self.states: list[dict[str, SlurmState]] = []  # one entry consumed per poll round
-        self.files: dict[str, str] = {}
-        self.cancelled: list[str] = []
-        self.marked: list[dict[str, str | None]] = []
-        self.raw_state = ""  # what Slurm printed, when the test fakes a state the plugin cannot know
-        self.started = 0.0  # the cluster clock's value at the job's start
-        self.clock = 0.0  # the cluster's clock: advanced by the test, never by real time
-        self.mtimes: dict[str, float] = {}
-        self.watched: list[list[str]] = []
-        self.commands: list[str] = []
-        self.command_out = "1\n"
-
-    async def job_states(self, job_ids: list[str], watch: Sequence[str] = ()) -> JobStates:
-        now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
-        self.watched.append(list(watch))
-        run = int(self.clock - self.started)
-        recs = {
-            j: JobRecord(
-                job_id=j,
-                name="n",
-                state=s,
-                exit_code=3 if s is SlurmState.FAILED else 0,
-                elapsed=f"{run // 60}:{run % 60:02d}",
-                raw_state=self.raw_state or s.value,
-            )
-            for j, s in now.items()
-        }
-        files = {
-            p: RemoteStat(p, exists=p in self.mtimes, size=1, mtime=self.mtimes.get(p, 0.0)) for p in watch
-        }
-        return JobStates(
-            records=recs, source="sacct", authoritative=True, remote_now=self.clock or None, files=files
-        )
-
-    async def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
-        if path not in self.files:
-            raise RemotePathNotFoundError(path)
-        data = self.files[path].encode()[offset : offset + max_bytes]
-        return LogChunk(text=data.decode(), offset=offset, next_offset=offset + len(data))
-
-    async def stat(self, path: str) -> RemoteStat:
-        return RemoteStat(path, exists=path in self.files, size=len(self.files.get(path, "").encode()))
-
-    async def run(self, command: str, **_: Any) -> CommandResult:
-        self.commands.append(command)
-        return CommandResult(0, self.command_out, "")
-
-    async def cancel(self, job_id: str, signal: str | None = None, **marked: str | None) -> None:
-        self.cancelled.append(job_id)
-        self.marked.append(marked)
+from tests.support.fake_slurm import FakeSlurm
 
 
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    fake = FakeCluster()
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm()
     monkeypatch.setattr(SlurmPoller, "hook_factory", staticmethod(lambda _c: fake))
     monkeypatch.setattr(triggers, "AsyncSlurmHook", lambda _c: fake)
     return fake
@@ -128,7 +73,7 @@ async def _events(trigger: Any) -> list[SlurmEvent]:
 
 
 async def test_job_trigger_relays_log_lines_and_yields_one_final_event(
-    cluster: FakeCluster, capsys: pytest.CaptureFixture[str]
+    cluster: FakeSlurm, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster.states = [{"42": SlurmState.PENDING}, {"42": SlurmState.RUNNING}, {"42": SlurmState.FAILED}]
     cluster.files["/r/job-42.out"] = "skip\nstep 1\nstep 2\nhalf"
@@ -145,7 +90,7 @@ async def test_job_trigger_relays_log_lines_and_yields_one_final_event(
     assert relayed == ["step 1", "step 2", "half"]
 
 
-async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeCluster) -> None:
+async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeSlurm) -> None:
     cluster.states = [{}]
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False}))
     assert ev.status == events.ERROR
@@ -153,7 +98,7 @@ async def test_job_trigger_gives_up_on_a_vanished_job(cluster: FakeCluster) -> N
 
 
 async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
-    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A job that ends at once must not fire before the scheduler processed the deferral (3.3.2 race,
     docs/slurm-operator.md#airflow-332-workarounds)."""
@@ -174,7 +119,7 @@ async def test_job_trigger_holds_a_quick_final_event_for_min_defer_seconds(
 
 @pytest.mark.parametrize("inside", [True, False])
 async def test_in_a_triggerer_the_final_event_waits_for_the_last_log_records_to_be_read(
-    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, inside: bool
+    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch, inside: bool
 ) -> None:
     """The triggerer's supervisor drops a trigger's records queued behind its "finished" (the last
     3 lines of a 250-line log were lost that way under load): the event is held LOG_SETTLE_SECONDS
@@ -198,7 +143,7 @@ async def test_in_a_triggerer_the_final_event_waits_for_the_last_log_records_to_
         assert waits[-1] == 0.0
 
 
-async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
+async def test_job_trigger_on_kill_cancels(cluster: FakeSlurm) -> None:
     await SlurmJobTrigger(**JOB_KWARGS).on_kill()
     await SlurmJobTrigger(**{**JOB_KWARGS, "cancel_on_kill": False}).on_kill()
     assert cluster.cancelled == ["42"]
@@ -207,7 +152,7 @@ async def test_job_trigger_on_kill_cancels(cluster: FakeCluster) -> None:
 
 
 async def test_on_kill_relays_what_the_cancelled_job_prints_while_it_shuts_down(
-    cluster: FakeCluster, capsys: pytest.CaptureFixture[str]
+    cluster: FakeSlurm, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The job's last lines (a final save, the launcher's report of the stop) reach the task log once
     Slurm says it ended; from the relayed offset on, never again what was relayed before."""
@@ -224,7 +169,7 @@ async def test_on_kill_relays_what_the_cancelled_job_prints_while_it_shuts_down(
 
 
 async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_timeout(
-    cluster: FakeCluster,
+    cluster: FakeSlurm,
 ) -> None:
     """LAUNCH_FAILED (a state of a newer Slurm) through the poll path: one error event, no cancel."""
     cluster.states = [{"42": SlurmState.parse("LAUNCH_FAILED")}]
@@ -243,7 +188,7 @@ async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_time
 
 
 async def test_a_running_job_whose_files_stopped_changing_ends_the_wait_as_hung(
-    cluster: FakeCluster,
+    cluster: FakeSlurm,
 ) -> None:
     cluster.states = [{"42": SlurmState.RUNNING}]
     cluster.started, cluster.clock = 1000.0, 1060.0  # running for a minute
@@ -258,7 +203,7 @@ async def test_a_running_job_whose_files_stopped_changing_ends_the_wait_as_hung(
     assert cluster.cancelled == []  # cancelling is the operator's decision
 
 
-async def test_a_quiet_job_whose_progress_file_moved_is_not_hung(cluster: FakeCluster) -> None:
+async def test_a_quiet_job_whose_progress_file_moved_is_not_hung(cluster: FakeSlurm) -> None:
     cluster.states = [{"42": SlurmState.RUNNING}] * 3 + [{"42": SlurmState.COMPLETED}]
     cluster.started, cluster.clock = 1000.0, 1060.0
     cluster.mtimes = {"/r/job-42.out": 1000.0, "/r/ckpt/latest_checkpointed_iteration.txt": 1050.0}
@@ -266,7 +211,7 @@ async def test_a_quiet_job_whose_progress_file_moved_is_not_hung(cluster: FakeCl
     assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
 
 
-async def test_without_progress_timeout_nothing_is_statted(cluster: FakeCluster) -> None:
+async def test_without_progress_timeout_nothing_is_statted(cluster: FakeSlurm) -> None:
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.started, cluster.clock = 1000.0, 9000.0
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
@@ -299,7 +244,7 @@ ENDING = {
     ],
 )
 async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_triggerer(
-    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
+    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
 ) -> None:
     monkeypatch.setattr(triggers, "in_triggerer", lambda: in_triggerer)
     written: list[tuple[Any, dict[str, Any]]] = []
@@ -329,7 +274,7 @@ async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_tri
 
 
 async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
-    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class Marking(SlurmJobTrigger):
         async def on_success(self, hook: Any) -> None:
@@ -346,7 +291,7 @@ async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
 
 
 async def test_a_pending_job_s_reason_and_estimate_are_logged_once_per_change(
-    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def pending(reason: str, start: str | None = None) -> JobRecord:
         return JobRecord("42", "n", SlurmState.PENDING, reason=reason, expected_start=start)
