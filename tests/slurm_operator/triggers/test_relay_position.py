@@ -21,7 +21,8 @@ from slurm_operator.triggers import slurm_job as triggers
 from slurm_operator.triggers.relay_position import XCOM_KEY, RelayBook, RelayPosition, XComPositionStore
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
-from tests.slurm_operator.triggers.test_slurm_job import JOB_KWARGS, FakeCluster, cluster  # noqa: F401 (fixture)
+from tests.slurm_operator.triggers.test_slurm_job import JOB_KWARGS, cluster  # noqa: F401 (fixture)
+from tests.support.fake_slurm import FakeSlurm
 
 LOG = "/r/job-42.out"
 
@@ -95,7 +96,7 @@ def test_a_position_round_trips() -> None:
 
 
 async def test_a_re_created_trigger_relays_each_line_once(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first trigger is cancelled mid-job (as a triggerer shutdown does); the second one,
@@ -123,7 +124,7 @@ async def test_a_re_created_trigger_relays_each_line_once(
 
 
 async def test_the_position_of_another_job_is_ignored(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lines: list[str] = []
@@ -137,7 +138,7 @@ async def test_the_position_of_another_job_is_ignored(
 
 
 async def test_lines_whose_position_cannot_be_stored_wait_for_the_next_poll(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lines: list[str] = []
@@ -156,7 +157,7 @@ async def test_lines_whose_position_cannot_be_stored_wait_for_the_next_poll(
 
 
 async def test_the_last_lines_go_out_even_when_their_position_cannot_be_stored(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lines: list[str] = []
@@ -170,7 +171,7 @@ async def test_the_last_lines_go_out_even_when_their_position_cannot_be_stored(
 
 
 async def test_no_line_goes_out_before_the_stored_position_is_known(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A fresh triggerer's supervisor is slow to answer: the relay waits, the state polls go on."""
@@ -199,7 +200,7 @@ async def test_no_line_goes_out_before_the_stored_position_is_known(
 
 
 async def test_a_store_that_never_answers_lets_the_last_lines_out_after_the_timeout(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(relay_position, "STORE_TIMEOUT", 0.01)
@@ -215,7 +216,7 @@ async def test_a_store_that_never_answers_lets_the_last_lines_out_after_the_time
 
 
 async def test_a_store_cut_off_by_a_dying_supervisor_emits_nothing(
-    cluster: FakeCluster,  # noqa: F811
+    cluster: FakeSlurm,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The supervisor died: its comms reader cancels the pending request; the lines stay unrelayed
