@@ -11,18 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context
+from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context, task_group
 
 from autoexp.campaign.alerts.notifier import dag_alerts, resubmit_alerts, task_alerts
 from autoexp.campaign.configs.config_set import clash_message, clashes
 from autoexp.campaign.configs.config_source import config_hash, env_values
 from autoexp.campaign.configs.planned_config import PlannedConfig
-from autoexp.campaign.dags.airflow_internals import (
-    KeyedMappedArgument,
-    ListOfDictsExpandInput,
-    MappedTaskGroup,
-    callback_dag_ids,
-)
+from autoexp.campaign.dags.airflow_internals import callback_dag_ids
 from autoexp.campaign.dags.dag_params import experiment_params
 from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
@@ -95,18 +90,26 @@ def _wait_task(
     )
 
 
+class Instances(list[dict[str, Any]]):
+    """A mapped group's instances (one dict of argument values each), whose text is short.
+
+    Airflow stores a template field it cannot encode as the value's text (``serialize_template_field``),
+    and a mapped argument's text holds its group's whole expand input, so this list's text: the five
+    mapped fields of a conversion task wrote 5 x 4 KB (the truncation limit) of it into each
+    serialized DAG, more than half of its size.
+    """
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} instances>"
+
+
 def _checkpoint_group(
     phase: PhaseTasksPlan, group: CheckpointsPlan, settings: AirflowSettings, dag_plan: DagPlan, train: Any
 ) -> Any:
     """Mapped task group: one instance per expected iteration, wait for the checkpoint, then convert+eval."""
-    # What ``@task_group`` + ``expand_kwargs`` build, built directly (see airflow_internals).
-    expand_input = ListOfDictsExpandInput([dict(values) for values in group.instances])
-
-    def arg(key: str) -> Any:
-        return KeyedMappedArgument(input=expand_input, key=key)
 
     def label(iteration: str) -> str:
-        # Rendered per instance after its templated fields (MappedArguments) are resolved, so
+        # Rendered per instance after its templated fields (mapped arguments) are resolved, so
         # ``task`` holds this instance's values; Airflow stores it as the TI's rendered_map_index.
         return f"{{% set iteration = {iteration} | int %}}{group.label}"
 
@@ -115,14 +118,15 @@ def _checkpoint_group(
     # rule inside a mapped group: so an empty task that runs "always" leads to them.
     arm = EmptyOperator(task_id=ARM_WAITS_TASK, trigger_rule="always", priority_weight=rank.CHECKPOINT_WAIT)
     train >> arm
-    with MappedTaskGroup(
-        group_id="checkpoints", add_suffix_on_collision=True, expand_input=expand_input
-    ) as mapped:
-        iterations = [int(values["iteration"]) for values in group.instances]
+    iterations = [int(values["iteration"]) for values in group.instances]
+
+    # Each argument is resolved per instance from its dict of ``group.instances``.
+    @task_group(group_id="checkpoints")
+    def checkpoints(iteration: Any, ckpt_iter: Any, completion: Any, output_path: Any, job_name: Any) -> None:
         wait = _wait_task(
             "wait",
             group.wait,
-            arg("iteration"),
+            iteration,
             settings.ssh_conn_id,
             rank.CHECKPOINT_WAIT,
             label("task.iteration"),
@@ -137,10 +141,10 @@ def _checkpoint_group(
             script_path=group.script_path,
             remote_dir=dag_plan.remote_dir,
             # The operator copies the mapping at build time; the value inside is resolved per instance.
-            environment={"CKPT_ITER": arg("ckpt_iter")},
-            completion_command=arg("completion"),
-            output_path=arg("output_path"),
-            job_name=arg("job_name"),
+            environment={"CKPT_ITER": ckpt_iter},
+            completion_command=completion,
+            output_path=output_path,
+            job_name=job_name,
             submit_lock=dag_plan.submit_lock,
             max_attempts=settings.max_attempts,
             max_attempts_without_progress=settings.max_attempts_without_progress,
@@ -150,6 +154,8 @@ def _checkpoint_group(
             pool=settings.pool_name,
         )
         wait >> convert
+
+    mapped = checkpoints.expand_kwargs(Instances(dict(values) for values in group.instances))
     arm >> mapped
     return mapped
 

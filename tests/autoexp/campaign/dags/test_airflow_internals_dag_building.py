@@ -1,4 +1,5 @@
-"""What the factory relies on of Airflow's private mapped-task-group API (airflow_internals, DAG building)."""
+"""What the factory relies on of Airflow's mapped task groups (public ``@task_group`` + ``expand_kwargs``)
+and of the text Airflow stores for a mapped template field: an Airflow change fails here first."""
 
 from __future__ import annotations
 
@@ -6,14 +7,9 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from airflow.sdk import DAG, BaseOperator
+from airflow.sdk import DAG, BaseOperator, task_group
 
-from autoexp.campaign.dags.airflow_internals import (
-    KeyedMappedArgument,
-    ListOfDictsExpandInput,
-    MappedArgument,
-    MappedTaskGroup,
-)
+from autoexp.campaign.dags.factory import Instances
 from tests.airflow_versions import DagSerialization
 
 
@@ -25,38 +21,33 @@ class Probe(BaseOperator):
         self.value = value
 
 
-def test_a_group_built_from_a_list_of_dicts_maps_each_key_per_instance() -> None:
-    values = [{"iteration": 4, "out": "a"}, {"iteration": 8, "out": "b"}]
-    expand_input = ListOfDictsExpandInput(values)
-    with (
-        DAG("internals_probe", schedule=None, start_date=datetime(2026, 1, 1)) as dag,
-        MappedTaskGroup(group_id="g", expand_input=expand_input) as group,
-    ):
-        Probe(task_id="t", value=MappedArgument(input=expand_input, key="iteration"))
-    # The value the factory hands in is kept as given (no XCom walk), and one instance per dict.
-    assert group._expand_input is expand_input
-    assert expand_input.value == values
-    assert list(expand_input.iter_references()) == []  # plain values: nothing upstream to wait for
-    argument = dag.task_dict["g.t"].value
-    assert isinstance(argument, MappedArgument)
-    assert argument._key == "iteration"
-    assert argument._input is expand_input
+def _probe_dag(dag_id: str, values: list[dict[str, Any]]) -> DAG:
+    @task_group(group_id="g")
+    def group(iteration: Any, out: Any) -> None:
+        Probe(task_id="t", value=out)
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        group.expand_kwargs(values)
+    return dag
 
 
-def test_a_keyed_argument_is_stored_as_its_key_and_resolves_per_instance() -> None:
-    """The serialized DAG holds "<mapped key>" for the field, not every instance's values (which
-    Airflow writes as the argument's text, truncated at 4 KB); each instance still gets its own value."""
-    values = [{"iteration": i, "out": "x" * 200} for i in range(40)]
-    expand_input = ListOfDictsExpandInput(values)
-    with (
-        DAG("internals_keyed", schedule=None, start_date=datetime(2026, 1, 1)) as dag,
-        MappedTaskGroup(group_id="g", expand_input=expand_input),
-    ):
-        Probe(task_id="keyed", value=KeyedMappedArgument(input=expand_input, key="out"))
-        Probe(task_id="plain", value=MappedArgument(input=expand_input, key="out"))
-    tasks = {t["__var"]["task_id"]: t["__var"] for t in DagSerialization.serialize_dag(dag)["tasks"]}
-    assert tasks["g.keyed"]["value"] == "<mapped out>"
-    assert len(tasks["g.plain"]["value"]) > 4000  # what a plain MappedArgument costs each field
-    argument = dag.task_dict["g.keyed"].value
+def test_a_mapped_argument_resolves_per_instance() -> None:
+    values = Instances({"iteration": i, "out": f"o{i}"} for i in range(40))
+    argument = _probe_dag("internals_probe", values).task_dict["g.t"].value
     for index in (0, 39):
-        assert argument.resolve({"ti": SimpleNamespace(map_index=index)}) == values[index]["out"]
+        assert argument.resolve({"ti": SimpleNamespace(map_index=index)}) == f"o{index}"
+
+
+def test_a_mapped_field_is_stored_as_the_text_of_its_instances() -> None:
+    """The serialized DAG holds a mapped field as its argument's text, which holds the expand input's:
+    Instances keep it short, a plain list writes every instance's values (truncated at 4 KB)."""
+
+    def stored(values: list[dict[str, Any]]) -> str:
+        tasks = DagSerialization.serialize_dag(_probe_dag("internals_text", values))["tasks"]
+        return str(next(t["__var"]["value"] for t in tasks if t["__var"]["task_id"] == "g.t"))
+
+    values = [{"iteration": i, "out": "x" * 200} for i in range(40)]
+    assert stored(Instances(values)) == (
+        "MappedArgument(_input=ListOfDictsExpandInput(value=<40 instances>), _key='out')"
+    )
+    assert len(stored(values)) > 4000  # what each mapped field costs without

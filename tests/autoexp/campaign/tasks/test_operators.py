@@ -159,20 +159,12 @@ def test_config_text_reaches_the_cluster_verbatim_and_mapped_values_are_resolved
     """Jinja misread shell before: a termination_cmd with bash's ``${#a[@]}`` failed the task at
     rendering ("Missing end of comment tag"), and ``{{`` would have been evaluated."""
     import jinja2
-    from airflow.sdk import DAG
-
-    from autoexp.campaign.dags.airflow_internals import (
-        KeyedMappedArgument,
-        ListOfDictsExpandInput,
-        MappedTaskGroup,
-    )
+    from airflow.sdk import DAG, task_group
 
     command = 'a=(1 2); [ ${#a[@]} -eq 2 ] && awk "{{print}}" /dev/null; echo 1'
-    expand_input = ListOfDictsExpandInput([{"name": "job-a"}, {"name": "job-b"}])
-    with (
-        DAG("verbatim", schedule=None) as dag,
-        MappedTaskGroup(group_id="g", expand_input=expand_input),
-    ):
+
+    @task_group(group_id="g")
+    def group(name: Any) -> None:
         CampaignSlurmOperator(
             task_id="t",
             phase="pretrain",
@@ -181,9 +173,12 @@ def test_config_text_reaches_the_cluster_verbatim_and_mapped_values_are_resolved
             script_path="/s {#",
             completion_command=command,
             completion_regex=r"done \d{2}",
-            job_name=KeyedMappedArgument(input=expand_input, key="name"),
+            job_name=name,
             environment={"X": "{{ ds }}"},
         )
+
+    with DAG("verbatim", schedule=None) as dag:
+        group.expand_kwargs([{"name": "job-a"}, {"name": "job-b"}])
     task = dag.task_dict["g.t"]
     context: Any = {"ds": "2026-12-02", "ti": SimpleNamespace(map_index=1)}
     task.render_template_fields(context, jinja_env=jinja2.Environment())
