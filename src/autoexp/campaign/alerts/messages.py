@@ -14,7 +14,7 @@ from slurm_operator.model.records import Attempt, Ledger
 from slurm_operator.operators.task_state import XCOM_JOB_ID, state_get
 from slurm_operator.policy.error_lines import error_text
 
-from autoexp.campaign.dags.airflow_internals import conf, in_dag_processor_callback
+from autoexp.campaign.dags.airflow_internals import conf
 from autoexp.campaign.planning.training_log import TRAINING_LOG
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,21 @@ class Failure:
         return self.task, self.map_index
 
 
+def tried_here(context: Context) -> bool:
+    """Whether this callback runs where the task's try ran (its task process, or ``dag.test()``).
+
+    There Airflow puts the try's error in the context (``exception``, None for none) before the
+    callbacks. The DAG processor, which runs the callbacks of a task failed from outside (marked
+    failed, killed) and of a run's end, does not, and its channel to its parent serves a few requests
+    only (``processor.ToManager``): no task state store, no XCom push. A request of another kind is
+    dropped by the parent and the callback waits for an answer forever: the file's parse then times
+    out and its DAGs go stale. So those two are used only where the try ran. (``dag.test()`` sets
+    it from Airflow 3.3 on: before, its failures are not recorded and the run's alert names the task
+    by its state, as one failed from outside.)
+    """
+    return "exception" in context
+
+
 def failure_of(context: Context) -> Failure:
     """The failure of the task instance in ``context``, with its recorded Slurm attempt, if any."""
     ti = context["ti"]
@@ -81,8 +96,8 @@ def failure_of(context: Context) -> Failure:
         error=shown_error(str(context.get("exception") or ""))[-_MAX_TAIL:] or _NO_ERROR,
         clear_number=getattr(context.get("dag_run"), "clear_number", None),
     )
-    # The DAG processor's channel serves no task state store: asking would hang (airflow_internals).
-    stored = None if in_dag_processor_callback() else state_get(context)
+    # The DAG processor's channel serves no task state store: asking would hang (tried_here).
+    stored = state_get(context) if tried_here(context) else None
     if isinstance(stored, dict) and stored.get("attempts"):
         last = Ledger.from_dict(stored).current
         # A job whose log matched a fatal rule shows as that (DIVERGED): Slurm's state is in the error.
@@ -116,9 +131,9 @@ def record_failure(context: Context) -> None:
     Every task of a failed training fails (the train task, then each checkpoint wait): one alert per
     task would be dozens for one cause, so the DAG's failure callback sends one naming the earliest.
     """
-    if in_dag_processor_callback():
+    if not tried_here(context):
         # A task failed from outside (marked failed, killed): the DAG processor serves no XCom push
-        # (asking would hang its parse, see airflow_internals); the run's alert names it by its state.
+        # (asking would hang its parse, see tried_here); the run's alert names it by its state.
         log.info("task %s failed from outside: not recorded, the run's alert names it", context["ti"].task_id)
         return
     try:

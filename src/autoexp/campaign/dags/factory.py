@@ -17,7 +17,6 @@ from autoexp.campaign.alerts.notifier import dag_alerts, resubmit_alerts, task_a
 from autoexp.campaign.configs.config_set import clash_message, clashes
 from autoexp.campaign.configs.config_source import config_hash, env_values
 from autoexp.campaign.configs.planned_config import PlannedConfig
-from autoexp.campaign.dags.airflow_internals import callback_dag_ids
 from autoexp.campaign.dags.dag_params import experiment_params
 from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
@@ -329,12 +328,12 @@ def _wanted_by_this_parse() -> Callable[[str], bool]:
 
     A task process parses the file only for its own DAG (Airflow sets the parsing context): building
     all 90 of the seed cost each task ~2 s of CPU, over a minute with 8 task processes on 2 busy cores
-    (bench/bench_seed_campaign.py). The DAG processor has no context and builds them all, except in a
-    parse that only runs callbacks: that one needs the DAGs those name, often none (a wait the
-    triggerer ended sends a success callback that is never run; see airflow_internals).
+    (bench/bench_seed_campaign.py). The DAG processor has no context and builds them all, also in a
+    parse that only runs callbacks (no public API names the DAGs those need): a wait the triggerer
+    ends sends a success callback that is never run, one such parse per batch of ended waits.
     """
-    running, needed = get_parsing_context().dag_id, callback_dag_ids()
-    return lambda dag_id: running in (None, dag_id) and (needed is None or dag_id in needed)
+    running = get_parsing_context().dag_id
+    return lambda dag_id: running in (None, dag_id)
 
 
 class DuplicateDagIds(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from datetime import timezone
 from typing import Any
 
@@ -38,6 +39,23 @@ def test_the_channel_is_read_from_task_runner_and_absent_outside_a_triggerer(
     assert airflow_internals.supervisor_comms() is None
 
 
+def test_a_task_runner_without_the_channel_is_reported_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow.sdk.execution_time import task_runner
+
+    airflow_internals._changed.cache_clear()
+    monkeypatch.setattr(task_runner, "__annotations__", {})
+    with caplog.at_level("ERROR", logger=airflow_internals.__name__):
+        assert airflow_internals.supervisor_comms() is None
+        assert airflow_internals.supervisor_comms() is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "this Airflow changed a private API the campaign relies on: "
+        "no task_runner.SUPERVISOR_COMMS with asend: task states are unknown in triggers"
+    ]
+    airflow_internals._changed.cache_clear()
+
+
 def test_the_task_states_request_and_its_answer_round_trip() -> None:
     from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 
@@ -53,7 +71,7 @@ def test_the_task_states_request_and_its_answer_round_trip() -> None:
     assert airflow_internals.task_states_in({"task_states": {}}) is None
 
 
-# -- the DAG processor's callbacks (used by alerts) -------------------------------------------------
+# -- the DAG processor's callbacks (alerts: public signals, pinned here as the reason they suffice) ----
 
 
 def test_the_dag_processor_serves_neither_the_task_state_store_nor_xcom_pushes() -> None:
@@ -70,75 +88,43 @@ def test_the_dag_processor_serves_neither_the_task_state_store_nor_xcom_pushes()
     assert "callback(context)" in inspect.getsource(processor._execute_task_callbacks)
 
 
-def test_a_callback_run_by_the_dag_processor_is_told_apart() -> None:
-    assert airflow_internals.in_dag_processor_callback() is False
-    code = compile(
-        "def _execute_task_callbacks(probe):\n    return probe()\n",
-        "/venv/lib/python3.11/site-packages/airflow/dag_processing/processor.py",
-        "exec",
-    )
-    namespace: dict[str, Any] = {}
-    exec(code, namespace)
-    assert namespace["_execute_task_callbacks"](airflow_internals.in_dag_processor_callback) is True
-
-
-# -- the DAG processor's callback-only parses (used by the factory) ---------------------------------
-
-
-def test_the_processor_parses_for_callbacks_with_the_requests_in_its_msg() -> None:
-    from airflow.callbacks.callback_requests import TaskCallbackRequest
+def test_only_the_process_of_the_try_puts_its_error_in_a_callback_s_context() -> None:
+    """What ``messages.tried_here`` tells apart: the task runner (and ``dag.test()``) set
+    ``context["exception"]`` before the callbacks; the DAG processor's task and DAG callbacks do not."""
     from airflow.dag_processing import processor
+    from airflow.sdk.execution_time import supervisor, task_runner
 
-    assert "msg" in inspect.signature(processor._parse_file).parameters
-    assert "callback_requests" in processor.DagFileParseRequest.model_fields
-    # A task's success callback is dropped before its DAG is looked up: no DAG is needed for it.
-    source = inspect.getsource(processor._execute_task_callbacks)
-    assert source.index("is_failure_callback") < source.index("_get_dag_with_task")
-    assert TaskCallbackRequest.__name__ == "TaskCallbackRequest"
-
-
-class TaskCallbackRequest:  # the processor's, as far as callback_dag_ids reads it
-    def __init__(self, dag_id: str, failure: bool) -> None:
-        self.ti = type("TI", (), {"dag_id": dag_id})()
-        self.is_failure_callback = failure
+    in_process = [supervisor.InProcessTestSupervisor.start] if Version("3.3") <= AIRFLOW_VERSION else []
+    for where in [task_runner.main, *in_process]:  # dag.test() sets it from 3.3 on
+        source = inspect.getsource(where)
+        assert 'context["exception"] = error' in source
+        assert source.index('context["exception"] = error') < source.index("finalize(")
+    for callbacks in (processor._execute_task_callbacks, processor._execute_dag_callbacks):
+        source = inspect.getsource(callbacks)
+        assert "callback(context)" in source
+        assert not re.search(r"""["']exception["']""", source)  # no such key in its contexts
 
 
-class DagCallbackRequest:
-    def __init__(self, dag_id: str) -> None:
-        self.dag_id = dag_id
+def test_a_failure_from_outside_issues_no_request_the_dag_processor_cannot_serve() -> None:
+    from types import SimpleNamespace
 
+    from autoexp.campaign.alerts.messages import failure_of, record_failure
 
-def _in_processor_parse(requests: list[Any], probe: Any) -> Any:
-    """Run ``probe`` as if called from the DAG processor's ``_parse_file`` handling these requests."""
-    code = compile(
-        "def _parse_file(msg, log):\n    return probe()\n",
-        "/venv/lib/python3.11/site-packages/airflow/dag_processing/processor.py",
-        "exec",
-    )
-    namespace: dict[str, Any] = {"probe": probe}
-    exec(code, namespace)
-    msg = type("Msg", (), {"callback_requests": requests})()
-    return namespace["_parse_file"](msg, None)
+    class TI(SimpleNamespace):
+        def xcom_push(self, **_: Any) -> None:
+            raise AssertionError("an XCom push would hang the DAG processor")
 
+        def xcom_pull(self, **_: Any) -> str:  # served there
+            return "4242"
 
-def test_a_callback_only_parse_names_the_dags_its_callbacks_need() -> None:
-    from autoexp.campaign.dags.factory import build_dags
-    from tests.support.checkout import REPO_ROOT
+    class Store:
+        def get(self, key: str) -> Any:
+            raise AssertionError("the task state store would hang the DAG processor")
 
-    ids = airflow_internals.callback_dag_ids
-    assert ids() is None  # not in a DAG processor: every DAG
-    assert _in_processor_parse([], ids) is None  # a parse: every DAG
-    successes = [TaskCallbackRequest("a", False), TaskCallbackRequest("b", False)]
-    assert _in_processor_parse(successes, ids) == frozenset()
-    mixed = [*successes, TaskCallbackRequest("c", True), DagCallbackRequest("d")]
-    assert _in_processor_parse(mixed, ids) == {"c", "d"}
-    assert _in_processor_parse([object()], ids) is None  # names no DAG: build them all
-    # The factory builds only those: none for the waits' successes, the failing experiment's DAG.
-    demo = REPO_ROOT / "config" / "demo.yaml"
-    assert _in_processor_parse(successes, lambda: build_dags(demo)) == []
-    failing = [TaskCallbackRequest("demo_demo_small_lr0.01_bs4", True)]
-    built = _in_processor_parse(failing, lambda: build_dags(demo))
-    assert [d.dag_id for d in built] == ["demo_demo_small_lr0.01_bs4"]
+    ti = TI(task_id="t", map_index=-1, try_number=1)
+    context: Any = {"ti": ti, "task_state_store": Store()}  # as the DAG processor builds it
+    record_failure(context)
+    assert failure_of(context).job_id == "4242"
 
 
 # -- the triggerer's copy of the DAG per started task (used by the checkpoint waits) ----------------
@@ -151,6 +137,27 @@ def test_release_task_leaves_a_task_instance_without_a_dag_copy_alone() -> None:
     ti = SimpleNamespace(dag_id="d", run_id="r1", map_index=-1)
     airflow_internals.release_task(ti)
     assert vars(ti) == {"dag_id": "d", "run_id": "r1", "map_index": -1}
+
+
+def test_a_template_context_no_longer_cached_is_reported_and_the_task_still_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Uncached:
+        task = object()
+
+        def get_template_context(self) -> dict[str, Any]:
+            return {"dag": self.task}
+
+    airflow_internals._changed.cache_clear()
+    with caplog.at_level("ERROR", logger=airflow_internals.__name__):
+        for ti in (Uncached(), Uncached()):
+            airflow_internals.release_task(ti)
+            assert ti.task is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "this Airflow changed a private API the campaign relies on: "
+        "the template context is not cached: a started wait keeps its DAG copy"
+    ]
+    airflow_internals._changed.cache_clear()
 
 
 @pytest.mark.skipif(
