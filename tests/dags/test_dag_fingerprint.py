@@ -70,8 +70,11 @@ SEED = REPO / "config" / "scaling_exps.yaml"
 # completion_command, output_path, job_name: 60 values in the two DAGs), now the
 # text of Airflow's own MappedArgument over a short list ("MappedArgument(_input=ListOfDictsExpandInput(
 # value=<31 instances>), _key='job_name')") instead of "<mapped job_name>": 150.6 -> 154.7 KB for the two.
-SUMMARY_SHA = "bdca7a658e572320866c09a1fc169af17a5aec1834fe3830b1a613f7bd83e3e1"
-SERIALIZED_SHA = "7f4d26cbd2bb293bc2e008ca8191e183a80a33128f0aa5af24dec84fd85fd6bd"
+# Re-pinned for issue 27 (one reading of the tracker, a49c697): the summary's diff against the move's
+# (2229658) was exactly the trainings' completion_command (12 of 12 in the first two DAGs), which now
+# trims the tracker's surrounding whitespace as Megatron's reader does before comparing it.
+SUMMARY_SHA = "1fad9bce5e83f0c2d3d02fc250ece72bb26eca19870949dc854b778b25449bfe"
+SERIALIZED_SHA = "80b7391a40398413ad7fc5ec77e0bc1fc8a414178bb9b918b17bfc84c09edb9c"
 # The custom attributes of our operators that the summary pins besides Airflow's own.
 _ATTRS = (
     "phase",
