@@ -8,9 +8,9 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 from airflow.sdk.exceptions import AirflowException
 
+from slurm_operator import airflow_internals
 from slurm_operator.airflow_internals import AirflowSensorTimeout
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
@@ -83,10 +83,7 @@ class RemotePathSensor(BaseSensorOperator):
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """Say what the wait was for when its deferral timed out, then fail (or skip) as Airflow does."""
-        if (
-            next_method == TRIGGER_FAIL_REPR
-            and (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT
-        ):
+        if airflow_internals.deferral_timed_out(next_method, next_kwargs):
             self.log.error("%s", self._timed_out())
         return super().resume_execution(next_method, next_kwargs, context)
 
