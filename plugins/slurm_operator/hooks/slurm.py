@@ -23,7 +23,7 @@ from slurm_operator.model.exceptions import (
 )
 from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES
-from slurm_operator.remote import commands, parsers
+from slurm_operator.remote import commands, log_window, parsers
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
@@ -327,10 +327,10 @@ class SlurmHook:
         def read(sftp: paramiko.SFTPClient) -> LogChunk:
             with sftp.open(path, "rb") as fh:
                 size = fh.stat().st_size or 0
-                start, count = parsers.read_window(path, size, offset, max_bytes)
+                start, count = log_window.read_window(path, size, offset, max_bytes)
                 fh.seek(start)
                 data = fh.read(count) if count else b""
-            return parsers.decode_chunk(data, start, at_eof=start + len(data) >= size)
+            return log_window.decode_chunk(data, start, at_eof=start + len(data) >= size)
 
         chunk: LogChunk = self._sftp_call(path, read)
         return chunk

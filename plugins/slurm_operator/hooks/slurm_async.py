@@ -24,7 +24,7 @@ from slurm_operator.model.exceptions import (
 )
 from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES
-from slurm_operator.remote import commands, parsers
+from slurm_operator.remote import commands, log_window, parsers
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
@@ -274,10 +274,10 @@ class AsyncSlurmHook:
         async def read(sftp: Any) -> LogChunk:
             async with sftp.open(path, "rb") as fh:
                 size = (await fh.stat()).size or 0
-                start, count = parsers.read_window(path, size, offset, max_bytes)
+                start, count = log_window.read_window(path, size, offset, max_bytes)
                 await fh.seek(start)
                 data = await fh.read(count) if count else b""
-            return parsers.decode_chunk(data, start, at_eof=start + len(data) >= size)
+            return log_window.decode_chunk(data, start, at_eof=start + len(data) >= size)
 
         return await self._sftp(path, read)
 

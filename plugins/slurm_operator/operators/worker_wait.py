@@ -15,7 +15,7 @@ from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
 from slurm_operator.policy.resubmission import TaskLog
 from slurm_operator.policy.watchdog import Alarm
-from slurm_operator.remote.parsers import complete_lines
+from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.model.records import LogChunk, RemoteStat
-from slurm_operator.remote import commands, parsers
+from slurm_operator.remote import commands, log_window
 
 MARK = "#path-batch"
 # read_text is a read from 0 capped here: it is meant for markers and small metadata files.
@@ -243,9 +243,9 @@ class BatchedFiles:
 
     async def read_log(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> LogChunk:
         answer = self._read(read(path, offset, max_bytes))
-        parsers.read_window(path, answer.size, offset, max_bytes)  # logs a file that shrank
+        log_window.read_window(path, answer.size, offset, max_bytes)  # logs a file that shrank
         at_eof = answer.start + len(answer.data) >= answer.size
-        return parsers.decode_chunk(answer.data, answer.start, at_eof=at_eof)
+        return log_window.decode_chunk(answer.data, answer.start, at_eof=at_eof)
 
     def _read(self, request: Read) -> Answer:
         answer = self._reads.get((request.path, request.a, request.b))

@@ -21,7 +21,7 @@ from slurm_operator.model.records import JobRecord, Ledger, Verdict
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
 from slurm_operator.policy import completion
 from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
-from slurm_operator.remote.parsers import complete_lines
+from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
 

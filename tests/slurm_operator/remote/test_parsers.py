@@ -147,22 +147,6 @@ def test_exit_code() -> None:
     assert parsers.parse_exit_code("") == (None, None)
 
 
-def test_decode_chunk_keeps_cut_characters_for_next_read() -> None:
-    data = "aé".encode()  # b"a\xc3\xa9"
-    first = parsers.decode_chunk(data[:2], 100, at_eof=False)
-    assert (first.text, first.offset, first.next_offset) == ("a", 100, 101)
-    second = parsers.decode_chunk(data[1:], first.next_offset, at_eof=True)
-    assert (second.text, second.next_offset) == ("é", 103)
-    assert parsers.decode_chunk(b"\xff", 0, at_eof=True).text == "\ufffd"
-
-
-def test_read_window() -> None:
-    assert parsers.read_window("/l", size=10, offset=4, max_bytes=100) == (4, 6)
-    assert parsers.read_window("/l", size=10, offset=4, max_bytes=2) == (4, 2)
-    assert parsers.read_window("/l", size=10, offset=10, max_bytes=2) == (10, 0)
-    assert parsers.read_window("/l", size=3, offset=10, max_bytes=100) == (0, 3)  # replaced file
-
-
 def test_parse_job_states_scontrol_completes_a_job_squeue_saw_finish() -> None:
     finished = "2_1|my job|COMPLETED|0:05|2026-11-29T20:14:34|2026-11-29T20:14:39|n1|None\n"
     out = _sections(("sacct", 0, ""), ("squeue", 0, finished), ("scontrol", 0, SCONTROL))
