@@ -264,8 +264,9 @@ class AirflowSettings:
     progress_timeout: Seconds = Field(
         default=3600.0,
         ge=0,
-        description="how long a RUNNING training may go without its log or checkpoint tracker changing "
-        "before it is cancelled as hung and resubmitted; 0 turns this off",
+        description="how long a RUNNING training may go without progress (a new iteration in its log, or "
+        "a checkpoint tracker change; a log that only grows is not progress) before it is cancelled as "
+        "hung and resubmitted; 0 turns this off",
     )
     startup_timeout: Seconds = Field(
         default=7200.0,
