@@ -62,10 +62,10 @@ def per_wait(dag: Any, data: dict[str, Any], task_id: str, release: Callable[[An
 
 def main() -> int:
     from airflow.serialization.serialized_objects import DagSerialization
+    from slurm_operator.airflow_internals import release_task
 
     from autoexp.campaign.configs.planned_config import PlannedConfig
     from autoexp.campaign.dags import factory
-    from autoexp.campaign.dags.airflow_internals import release_task
 
     planned = PlannedConfig.load(REPO / "config" / "scaling_exps.yaml")
     dags = factory.build_dags(planned.path, planned=planned)

@@ -10,11 +10,11 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseNotifier, Context
+from slurm_operator.airflow_internals import conf
 from slurm_operator.model.records import Attempt, Ledger
 from slurm_operator.operators.task_state import XCOM_JOB_ID, state_get
 from slurm_operator.policy.error_lines import error_text
 
-from autoexp.campaign.dags.airflow_internals import conf
 from autoexp.campaign.planning.training_log import TRAINING_LOG
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from airflow.sdk import BaseNotifier, Context
 
 # Where Airflow 3.1 to 3.3 all have them (``airflow.sdk`` exports them from 3.2 on only).
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+from slurm_operator.airflow_internals import SyncCallback
 from slurm_operator.model.records import Attempt
 
 from autoexp.campaign.alerts.messages import (
@@ -25,7 +26,6 @@ from autoexp.campaign.alerts.messages import (
     retry_alert,
     success_alert,
 )
-from autoexp.campaign.dags.airflow_internals import SyncCallback
 from autoexp.campaign.planning.settings import NotifierSettings
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTaskEndEvent, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
+from slurm_operator.airflow_internals import release_task
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.states import SlurmState
@@ -16,7 +17,6 @@ from slurm_operator.remote import path_batch
 from slurm_operator.remote.path_batch import Read
 from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger, class_path
 
-from autoexp.campaign.dags.airflow_internals import release_task
 from autoexp.campaign.planning.checkpoint_layout import (
     TRACKER_FILE,
     SettleTracker,

@@ -12,7 +12,7 @@ thread deadlock: ``TriggerCommsDecoder.send`` from a worker thread hands the req
 runner's loop with ``run_coroutine_threadsafe``; only the unbounded wait was wrong.)
 
 Here: the request goes over the runner's own async channel (``TriggerCommsDecoder.asend``, what
-``send`` wraps for threads; private API, in ``campaign.dags.airflow_internals``) under
+``send`` wraps for threads; private API, in ``slurm_operator.airflow_internals``) under
 ``asyncio.wait_for``, so a slow answer costs the caller at most its limit and no thread is left
 blocked (a late answer is dropped by the runner as "response for unknown request frame"); and
 ``warm_up`` takes the first, slow answer when a trigger starts, instead of when a user acts on a
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoexp.campaign.dags import airflow_internals
+from slurm_operator import airflow_internals
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
+from slurm_operator import airflow_internals
 
-from autoexp.campaign.dags import airflow_internals
 from tests.airflow_versions import AIRFLOW_VERSION
 
 # -- the triggerer's comms (used by ti_states) ----------------------------------------------------
