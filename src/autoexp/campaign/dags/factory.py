@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,8 @@ from autoexp.campaign.configs.config_set import clash_message, clashes
 from autoexp.campaign.configs.config_source import config_hash, env_values
 from autoexp.campaign.configs.planned_config import PlannedConfig
 from autoexp.campaign.dags.dag_params import experiment_params
+from autoexp.campaign.dags.gc_pause import gc_paused
+from autoexp.campaign.dags.mapped_instances import Instances
 from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
@@ -87,19 +87,6 @@ def _wait_task(
         settle_seconds=wait.settle_seconds,
         iterations=iterations,
     )
-
-
-class Instances(list[dict[str, Any]]):
-    """A mapped group's instances (one dict of argument values each), whose text is short.
-
-    Airflow stores a template field it cannot encode as the value's text (``serialize_template_field``),
-    and a mapped argument's text holds its group's whole expand input, so this list's text: the five
-    mapped fields of a conversion task wrote 5 x 4 KB (the truncation limit) of it into each
-    serialized DAG, more than half of its size.
-    """
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} instances>"
 
 
 def _checkpoint_group(
@@ -344,24 +331,6 @@ class DuplicateDagIds(Exception):
         self.dags = dags
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the DAGs are built.
-
-    Building the 2,100 operators of config/scaling_exps.yaml allocates enough objects to trigger
-    full collections, each of which walks every object of the process (Airflow's modules included):
-    more than a third of a parse (bench/bench_dag_parse.py measures it). What is built stays alive
-    anyway; the little cyclic garbage is collected after the parse.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def register(
     namespace: MutableMapping[str, Any], paths: Sequence[Path], earlier: Sequence[Path] = ()
 ) -> list[str]:
@@ -373,7 +342,7 @@ def register(
     ids: list[str] = []
     for i, path in enumerate(paths):
         try:
-            with _gc_paused():
+            with gc_paused():
                 planned = PlannedConfig.load(path)  # once for the experiment and campaign DAGs
                 try:
                     dags = build_dags(path, earlier=[*earlier, *paths[:i]], planned=planned)

@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, task_group
 
-from autoexp.campaign.dags.factory import Instances
+from autoexp.campaign.dags.mapped_instances import Instances
 from tests.airflow_versions import DagSerialization
 
 
