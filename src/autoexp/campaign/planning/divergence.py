@@ -8,8 +8,13 @@ task, which starts afresh.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
+
+from autoexp.campaign.planning.training_log import ITERATION_PROGRESS
 
 DIVERGED: Final = "DIVERGED"
 
@@ -33,3 +38,91 @@ MEGATRON_DIVERGED: Final[tuple[str, ...]] = (
 
 # The SlurmOperator's ``fatal_patterns`` of a training task.
 FATAL_PATTERNS: Final[Mapping[str, tuple[str, ...]]] = {DIVERGED: MEGATRON_DIVERGED}
+
+
+# ---- a dead model: the loss of a uniform guess, no gradient --------------------------------------
+# A model whose weights blew up and collapsed (LR 1e3 on the demo: loss 1e6, then 5.950642 = ln 384
+# with grad norm 0.000) prints no NaN and would train to the end, be converted and be evaluated at
+# every checkpoint. Its logits are equal over the (padded) vocabulary, so its loss is ln(vocabulary).
+DEAD_MODEL: Final = DIVERGED
+# Consecutive iteration lines at that loss with zero grad norm before it is called dead: a healthy
+# start prints ~ln(vocabulary) too, but never with grad norm 0.000 (Megatron-LM prints it `{:.3f}`).
+DEAD_MODEL_INTERVALS: Final = 5
+# How far (nats) the printed loss may be from ln(padded vocabulary): bf16 logits round, fp32 do not.
+UNIFORM_TOLERANCE: Final = 0.02
+# Megatron-LM's default --make-vocab-size-divisible-by.
+VOCAB_DIVISIBLE_BY: Final = 128
+
+
+@dataclass(frozen=True)
+class RepeatedRule:
+    """A fatal rule that needs ``repeat`` consecutive matching lines of ``pattern`` (one a log interval)."""
+
+    name: str
+    pattern: str
+    repeat: int
+
+
+def padded_vocab(vocab_size: int, divisible_by: int = VOCAB_DIVISIBLE_BY, tensor_parallel: int = 1) -> int:
+    """Megatron-LM's output layer size: the vocabulary rounded up to ``divisible_by`` x TP."""
+    multiple = divisible_by * tensor_parallel
+    return -(-vocab_size // multiple) * multiple
+
+
+def loss_value_regex(low: float, high: float) -> str:
+    """A regex for a loss printed ``{:.6E}`` (``5.950642E+00``) between ``low`` and ``high`` (> 0), to
+    four significant digits: one alternative per printed four-digit prefix in the range."""
+    alternatives: list[str] = []
+    value = low
+    while value <= high:
+        exponent = math.floor(math.log10(value))
+        digits = math.floor(value / 10.0 ** (exponent - 3) + 1e-9)  # 1000..9999
+        sign = "+" if exponent >= 0 else "-"
+        alternatives.append(rf"{digits // 1000}\.{digits % 1000:03d}\d*E\{sign}{abs(exponent):02d}")
+        value = (digits + 1) * 10.0 ** (exponent - 3)
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+def dead_model_rule(
+    vocab_size: int,
+    *,
+    tensor_parallel: int = 1,
+    divisible_by: int = VOCAB_DIVISIBLE_BY,
+    intervals: int = DEAD_MODEL_INTERVALS,
+) -> RepeatedRule:
+    """The iteration line of a dead model: loss within ``UNIFORM_TOLERANCE`` of ln(padded vocabulary)
+    and grad norm 0.000, ``intervals`` times in a row."""
+    if vocab_size < 2 or intervals < 1:
+        raise ValueError(
+            f"dead_model_rule: vocab_size {vocab_size} and intervals {intervals} must be >= 2, >= 1"
+        )
+    uniform = math.log(padded_vocab(vocab_size, divisible_by, tensor_parallel))
+    loss = loss_value_regex(uniform - UNIFORM_TOLERANCE, uniform + UNIFORM_TOLERANCE)
+    pattern = rf"\biteration\s+\d+\s*/\s*\d+\s*\|.*\bloss:\s*{loss}\s*\|.*\bgrad norm:\s*0\.0+\s*\|"
+    return RepeatedRule(DEAD_MODEL, pattern, intervals)
+
+
+def dead_model_rule_of(params: Mapping[str, Any]) -> RepeatedRule | None:
+    """``dead_model_rule`` for a training job's variables (``VOCAB_SIZE``, ``TP``); None without a
+    usable ``VOCAB_SIZE`` (no uniform level to compare with)."""
+    try:
+        vocab = int(params["VOCAB_SIZE"])
+        tp = int(params.get("TP", 1) or 1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dead_model_rule(vocab, tensor_parallel=tp) if vocab >= 2 and tp >= 1 else None
+
+
+def first_repeated_match(rule: RepeatedRule, text: str) -> tuple[int, str] | None:
+    """(line number, line) where ``rule`` is first met: its ``repeat``-th consecutive matching iteration
+    line (another iteration line breaks the run; other lines, such as a checkpoint save, do not)."""
+    compiled, progress = re.compile(rule.pattern), re.compile(ITERATION_PROGRESS)
+    run = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if compiled.search(line):
+            run += 1
+            if run >= rule.repeat:
+                return number, line.strip()
+        elif progress.search(line):
+            run = 0
+    return None

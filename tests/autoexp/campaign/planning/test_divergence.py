@@ -3,6 +3,8 @@ what must not (a healthy line, fp16's skipped iterations, a NaN the rerun state 
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,17 @@ from slurm_operator.model.records import Attempt
 from slurm_operator.policy.resubmission import FatalRules, match_fatal
 
 from autoexp.campaign.planning.dag_plan import plan_dag
-from autoexp.campaign.planning.divergence import DIVERGED, FATAL_PATTERNS
+from autoexp.campaign.planning.divergence import (
+    DEAD_MODEL_INTERVALS,
+    DIVERGED,
+    FATAL_PATTERNS,
+    dead_model_rule,
+    dead_model_rule_of,
+    first_repeated_match,
+)
 from autoexp.campaign.planning.plan import plan_campaign
 from autoexp.campaign.planning.settings import AirflowSettings
+from autoexp.campaign.planning.training_log import ITERATION_PROGRESS
 from tests.autoexp.campaign.planning.jobs import campaign
 
 RULES = tuple(FatalRules(name, patterns) for name, patterns in FATAL_PATTERNS.items())
@@ -91,3 +101,75 @@ def test_every_training_of_a_plan_stops_on_divergence() -> None:
     settings = AirflowSettings()
     dag = plan_dag(plan_campaign(campaign(exps=("a",)), settings)[0], settings)
     assert [phase.train.fatal_patterns for phase in dag.phases] == [FATAL_PATTERNS] * len(dag.phases)
+
+
+# ---- a dead model -----------------------------------------------------------------------------
+DEAD_LOG = (LOGS / "dead_model_lr1e3.log").read_text()  # our CPU trainer, seed shape, LR 1e3, demo vocab
+
+
+def _iteration(line: str) -> int:
+    found = re.search(ITERATION_PROGRESS, line)
+    assert found is not None, line
+    return int(found.group(1))
+
+
+def test_a_real_dead_model_is_diverged_after_m_flat_intervals() -> None:
+    """LR 1e3: loss 2.8e6, then 5.950642 (= ln 384) with grad norm 0.000 from iteration 5 on; at
+    log-interval 1 the rule's 5th flat line is iteration 9, before the NaN at iteration 12."""
+    rule = dead_model_rule(384)
+    found = first_repeated_match(rule, DEAD_LOG)
+    assert found is not None
+    assert _iteration(found[1]) == 9
+    assert rule.repeat == DEAD_MODEL_INTERVALS == 5
+    # one interval fewer than the log's plateau: still one match; six flat lines are not seven
+    assert first_repeated_match(replace(rule, repeat=6), DEAD_LOG) is not None
+    assert first_repeated_match(replace(rule, repeat=7), DEAD_LOG) is None
+
+
+def test_a_healthy_start_at_the_uniform_loss_is_not_dead() -> None:
+    """Iterations 1-2 of the real run print 5.95 too (a fresh model guesses uniformly), with a gradient."""
+    start = "\n".join(DEAD_LOG.splitlines()[2:4] * 5)
+    assert "5.94" in start
+    assert first_repeated_match(dead_model_rule(384), start) is None
+
+
+def _line(loss: str, grad: str = "0.000", iteration: int = 37) -> str:
+    return (
+        HEALTHY.replace("lm loss: 7.123456E+00", f"lm loss: {loss}")
+        .replace("grad norm: 1.234", f"grad norm: {grad}")
+        .replace("iteration       37/", f"iteration {iteration:8d}/")
+    )
+
+
+@pytest.mark.parametrize(
+    ("vocab", "tp", "loss", "dead"),
+    [
+        (50304, 1, "1.082580E+01", True),  # the seed: ln 50304 = 10.8258
+        (50304, 1, "1.085000E+01", False),  # 0.024 above
+        (320, 1, "5.950642E+00", True),  # padded to 384
+        (320, 2, "6.238325E+00", True),  # padded to 512 (128 x TP 2)
+        (320, 1, "5.768321E+00", False),  # ln 320: the unpadded size is not what a dead model prints
+        (384, 1, "NAN", False),  # the NaN rule's
+    ],
+)
+def test_the_uniform_level_follows_the_padded_vocabulary(vocab: int, tp: int, loss: str, dead: bool) -> None:
+    rule = dead_model_rule(vocab, tensor_parallel=tp, intervals=3)
+    text = "\n".join(_line(loss, iteration=i) for i in range(3))
+    assert (first_repeated_match(rule, text) is not None) is dead
+
+
+def test_a_gradient_or_another_iteration_between_resets_the_count() -> None:
+    rule = dead_model_rule(384, intervals=3)
+    flat, alive = _line("5.950642E+00"), _line("5.950642E+00", grad="0.013")
+    assert first_repeated_match(rule, "\n".join([flat, flat, alive, flat, flat])) is None
+    saved = "  successfully saved checkpoint from iteration      40 to /ckpt [ t 0.20s ]"
+    assert first_repeated_match(rule, "\n".join([flat, flat, saved, flat])) == (4, flat.strip())
+
+
+def test_the_rule_of_a_job_reads_its_vocab_size_and_tp() -> None:
+    rule = dead_model_rule_of({"VOCAB_SIZE": 320, "TP": 2})
+    assert rule == dead_model_rule(320, tensor_parallel=2)
+    assert dead_model_rule_of({"TP": 1}) is None
+    assert dead_model_rule_of({"VOCAB_SIZE": "{VOCAB}"}) is None
+    with pytest.raises(ValueError, match="vocab_size 1 and intervals 5"):
+        dead_model_rule(1)
