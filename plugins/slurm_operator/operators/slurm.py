@@ -321,9 +321,8 @@ class SlurmOperator(BaseOperator):
         current = ledger.current
         trigger = self.make_job_trigger(**job_trigger_kwargs(self, ledger), **self._ending_kwargs())
         if self.deferrable:
-            if self.stream_logs:
-                position = RelayPosition(current.job_id, current.log_path, trigger.log_offset)
-                seed(context["ti"], position)  # where the trigger's relay starts (relay_position)
+            # Where the trigger's relay starts and its watchdog clocks are kept (relay_position).
+            seed(context["ti"], RelayPosition(current.job_id, current.log_path, trigger.log_offset))
             # timeout: execution_timeout bounds each wait (docs/slurm-operator.md#airflow-332-workarounds).
             self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout)
         ended = wait_in_worker(hook, trigger, relay_lines(self.log, current.job_id))

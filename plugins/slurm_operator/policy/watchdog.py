@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from slurm_operator.model.records import JobRecord, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES, TERMINAL_STATES, SlurmState
@@ -137,8 +138,9 @@ class ProgressMark:
     training iteration) and the cluster time it was first seen there.
 
     Only a new high counts: a job restarting from a checkpoint in a loop reports the same
-    iterations again and again. Kept in memory: after a triggerer restart it starts unseen, and
-    the log counts as progress again until the job reports a value.
+    iterations again and again. A re-created trigger takes the mark back from ``Clocks`` (else, kept
+    in memory, a restart loop re-reporting its high would look like new progress after every
+    triggerer restart).
     """
 
     pattern: str
@@ -150,6 +152,36 @@ class ProgressMark:
         values = [int(m.group(1)) for m in re.finditer(self.pattern, text, re.MULTILINE)]
         if values and remote_now is not None and (self.high is None or max(values) > self.high):
             self.high, self.advanced_at = max(values), remote_now
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """What the watchdog remembers across polls, in a JSON form a re-created trigger reads back.
+
+    ``unknown_since``: wall-clock time the job was first seen unclassifiable; ``progress_high`` and
+    ``advanced_at``: the ``ProgressMark`` (cluster time). Without them a triggerer that restarts
+    more often than a timeout would restart every clock and never judge.
+    """
+
+    unknown_since: float | None = None
+    progress_high: int | None = None
+    advanced_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_value(cls, value: Any) -> Clocks:
+        """A stored value; what is not a number is left out (never an error: it only costs time)."""
+        if not isinstance(value, Mapping):
+            return cls()
+
+        def number(key: str) -> float | None:
+            v = value.get(key)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+        high = number("progress_high")
+        return cls(number("unknown_since"), None if high is None else int(high), number("advanced_at"))
 
 
 @dataclass
@@ -174,10 +206,35 @@ class Watchdog:
     progress_pattern: str | None = None
     unknown_since: float | None = field(default=None, init=False)
     mark: ProgressMark | None = field(default=None, init=False)
+    resumed: bool = field(default=False, init=False)  # ``resume`` was called
+    # An earlier incarnation's unknown clock, for the next unclassifiable answer (``resume``).
+    _stored_unknown: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.progress_pattern:
             self.mark = ProgressMark(self.progress_pattern)
+
+    def clocks(self) -> Clocks:
+        """The clocks to keep where a re-created trigger finds them."""
+        mark = self.mark or ProgressMark("")
+        return Clocks(self.unknown_since or self._stored_unknown, mark.high, mark.advanced_at)
+
+    def resume(self, stored: Clocks) -> None:
+        """Continue the clocks an earlier incarnation of this wait kept (same job): each keeps its
+        earliest start, so no restart lengthens a bound."""
+        self.resumed = True
+        if stored.unknown_since is not None:
+            if self.unknown_since is not None:
+                self.unknown_since = min(self.unknown_since, stored.unknown_since)
+            else:
+                self._stored_unknown = stored.unknown_since
+        mark, high, at = self.mark, stored.progress_high, stored.advanced_at
+        if mark is None or high is None or at is None:
+            return
+        if mark.high is None or high > mark.high:
+            mark.high, mark.advanced_at = high, at
+        elif high == mark.high:
+            mark.advanced_at = at if mark.advanced_at is None else min(at, mark.advanced_at)
 
     def saw_log(self, text: str, remote_now: float | None) -> None:
         """New complete lines of the job's log, read at cluster time ``remote_now``."""
@@ -199,11 +256,10 @@ class Watchdog:
     ) -> Alarm | None:
         """Judge one poll answer taken at wall-clock ``now``; the first alarm ends the wait."""
         if is_unclassified(record.state):
-            # Only this clock lives in memory: after a triggerer restart the allowance starts again.
             if self.unknown_since is None:
-                self.unknown_since = now
+                self.unknown_since = min(now, self._stored_unknown or now)
             return unknown_alarm(record, now - self.unknown_since, self.unknown_timeout)
-        self.unknown_since = None
+        self.unknown_since = self._stored_unknown = None
         if not self.watching or files is None:
             return None
         stats = [files[p] for p in self.paths if p in files]

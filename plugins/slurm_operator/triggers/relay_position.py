@@ -1,4 +1,4 @@
-"""Where a job's log relay position outlives the trigger: an XCom of the deferred task instance.
+"""Where a job's log relay position and watchdog clocks outlive the trigger: a task instance XCom.
 
 A restarted triggerer rebuilds a trigger from the kwargs stored at deferral time, so its
 ``log_offset`` is the one of the deferral: everything relayed since would be relayed again. A
@@ -6,6 +6,10 @@ running trigger can keep state only in its task instance's XComs (docs/slurm-ope
 #airflow-332-workarounds). So the position goes there, keyed by the job and its log, where a
 re-created trigger on this or any other triggerer of the same database finds it. A new try of the task starts
 with its XComs cleared, and that try's wait relays from its own deferral's offset again.
+
+The watchdog's clocks (``watchdog.Clocks``: since when the job is unclassifiable, its progress
+high and when it was reached) ride in the same value, written by the same single writer: a
+re-created trigger continues them instead of restarting every bound.
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ STORE_TIMEOUT = 90.0
 
 @dataclass(frozen=True)
 class RelayPosition:
-    """Bytes of ``log_path`` (job ``job_id``'s log) relayed so far: every line before ``offset``."""
+    """Bytes of ``log_path`` (job ``job_id``'s log) relayed so far: every line before ``offset``;
+    ``clocks``: the wait's watchdog clocks (JSON, read by ``watchdog.Clocks.from_value``)."""
 
     job_id: str
     log_path: str
     offset: int
+    clocks: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "log_path": self.log_path, "offset": self.offset}
+        value = {"job_id": self.job_id, "log_path": self.log_path, "offset": self.offset}
+        return {**value, "clocks": self.clocks} if self.clocks else value
 
     @classmethod
     def from_value(cls, value: Any) -> RelayPosition | None:
@@ -47,7 +54,8 @@ class RelayPosition:
             return None
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return None
-        return cls(job, path, offset)
+        clocks = value.get("clocks")
+        return cls(job, path, offset, dict(clocks) if isinstance(clocks, dict) else {})
 
 
 class PositionStore(Protocol):
@@ -125,8 +133,14 @@ class RelayBook:
     saves: int = 0
     failures: int = 0
     slowest_save: float = 0.0
+    clocks: dict[str, Any] = field(default_factory=dict)  # as stored (an earlier run's, once known)
     _loading: asyncio.Task[RelayPosition | None] | None = field(default=None, repr=False)
     _known: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Whether the stored value has been read (or will never be: no store, no answer in time)."""
+        return self._known or self.store is None
 
     async def ready(self, *, wait: bool) -> bool:
         """True once the stored position is known and applied; never guesses while it is not.
@@ -167,6 +181,8 @@ class RelayBook:
         self._known = True
         ours = stored is not None and (stored.job_id, stored.log_path) == (self.job_id, self.log_path)
         # (else another attempt's job; and a deferral further on than the store wins)
+        if ours and stored is not None:
+            self.clocks = dict(stored.clocks)
         if ours and stored is not None and stored.offset > self.offset:
             self.logger.info(
                 "Slurm job %s: log relay resumes at byte %d of %s (relayed up to there before this "
@@ -178,19 +194,30 @@ class RelayBook:
             self.offset = stored.offset
         return True
 
-    async def advance(self, offset: int, *, final: bool = False) -> bool:
-        """Store ``offset``; True when the lines up to it may be emitted now (the caller then emits).
+    async def keep(self, clocks: dict[str, Any]) -> None:
+        """Store ``clocks`` with the current position, once the stored value is known (before, it
+        would overwrite an earlier run's clocks it has not read yet). A failed store is retried by
+        the next call."""
+        if self._known and self.store is not None and clocks != self.clocks:
+            await self.advance(self.offset, clocks=clocks)
+
+    async def advance(
+        self, offset: int, *, final: bool = False, clocks: dict[str, Any] | None = None
+    ) -> bool:
+        """Store ``offset`` (and ``clocks``, when given); True when the lines up to it may be emitted
+        now (the caller then emits).
 
         Stored first, a line is never relayed twice. A store that fails or does not answer within
         ``STORE_TIMEOUT`` holds the lines back (False: the next poll reads them again), except for
         the last read (``final``), whose lines go out anyway.
         """
-        if offset == self.offset:
+        clocks = self.clocks if clocks is None else clocks
+        if offset == self.offset and clocks == self.clocks:
             return True
         if self.store is not None:
             started = time.monotonic()
             try:
-                position = RelayPosition(self.job_id, self.log_path, offset)
+                position = RelayPosition(self.job_id, self.log_path, offset, clocks)
                 await asyncio.wait_for(self.store.save(position), STORE_TIMEOUT)
             except Exception as exc:
                 self.failures += 1
@@ -200,7 +227,7 @@ class RelayBook:
             else:
                 self.saves += 1
                 self.slowest_save = max(self.slowest_save, time.monotonic() - started)
-        self.offset = offset
+        self.offset, self.clocks = offset, clocks
         return True
 
     def close(self) -> None:

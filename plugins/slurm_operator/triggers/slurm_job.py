@@ -20,7 +20,7 @@ from slurm_operator.model.naming import ON_KILL_REASON, cancel_marker_path
 from slurm_operator.model.records import JobRecord, Ledger, Verdict
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
 from slurm_operator.policy import completion
-from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Watchdog
+from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Clocks, Watchdog
 from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
@@ -167,7 +167,8 @@ class SlurmJobTrigger(BaseTrigger):
         sub = SlurmPoller.for_conn(self.ssh_conn_id).subscribe(self.job_id, self.poll_interval, watch)
         hook = AsyncSlurmHook(self.ssh_conn_id)
         relaying = bool(self.stream_logs and self.log_path)
-        store = XComPositionStore.of(self.task_instance) if relaying else None
+        # The relay position's store also keeps the watchdog's clocks (relay_position), relaying or not.
+        store = XComPositionStore.of(self.task_instance)
         book = RelayBook(self.job_id, self.log_path or "", self.log_offset, store, self.log)
         try:
             last_ok = time.monotonic()
@@ -199,8 +200,9 @@ class SlurmJobTrigger(BaseTrigger):
                 if pending is not None and pending != note:
                     self.log.info("Slurm job %s pending: %s", self.job_id, pending)
                 terminal = record.state in TERMINAL_STATES
+                await self._ready(book, dog, wait=False)
                 if relaying and record.state is not SlurmState.PENDING:
-                    dog.saw_log(await self._relay_log(hook, book, final=terminal), res.remote_now)
+                    await self._relay_log(hook, book, final=terminal, dog=dog, remote_now=res.remote_now)
                 if terminal:
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     if relaying:
@@ -214,6 +216,7 @@ class SlurmJobTrigger(BaseTrigger):
                     yield self._final(events.ENDED, f"Slurm job {self.job_id} {ended}", record, book.offset)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
+                await book.keep(dog.clocks().to_dict())  # a clock that started: kept before it counts
                 if alarm is not None:
                     # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
@@ -281,10 +284,29 @@ class SlurmJobTrigger(BaseTrigger):
             status=events.ERROR, message=message, job_id=self.job_id, log_offset=offset, carry=self.carry
         )
 
-    async def _relay_log(self, hook: AsyncSlurmHook, book: RelayBook, *, final: bool) -> str:
-        """Log the new complete lines of the job log, after storing the position past them; -> them."""
+    async def _ready(self, book: RelayBook, dog: Watchdog | None, *, wait: bool) -> bool:
+        """``book.ready``, and once it knows the stored value: the watchdog continues its clocks."""
+        if not await book.ready(wait=wait):
+            return False
+        if dog is not None and not dog.resumed:
+            dog.resume(Clocks.from_value(book.clocks))
+            if book.clocks:
+                self.log.info("Slurm job %s: watchdog clocks continue from %s", self.job_id, book.clocks)
+        return True
+
+    async def _relay_log(
+        self,
+        hook: AsyncSlurmHook,
+        book: RelayBook,
+        *,
+        final: bool,
+        dog: Watchdog | None = None,
+        remote_now: float | None = None,
+    ) -> str:
+        """Log the new complete lines of the job log, after storing the position past them (and the
+        clocks ``dog`` has after reading them, in the same store); -> them."""
         assert self.log_path is not None
-        if not await book.ready(wait=final):
+        if not await self._ready(book, dog, wait=final):
             return ""  # where an earlier run of this trigger got to is not known yet: relay nothing
         try:
             chunk = await hook.read_log(self.log_path, book.offset, _LOG_READ_BYTES)
@@ -294,7 +316,11 @@ class SlurmJobTrigger(BaseTrigger):
             self.log.warning("could not read %s: %s", self.log_path, exc)
             return ""
         text, next_offset = complete_lines(chunk, final=final)
-        if text and await book.advance(next_offset, final=final):
+        clocks = None
+        if dog is not None:
+            dog.saw_log(text, remote_now)  # lines seen twice (a failed store) add no progress
+            clocks = dog.clocks().to_dict()
+        if text and await book.advance(next_offset, final=final, clocks=clocks):
             # One record for the whole read, right after the store: the triggerer writes it to the
             # task log whole or not at all, and one record's envelope instead of one per line
             # shortens the time it spends in the triggerer's pipe (see relay_position).

@@ -6,6 +6,7 @@ import pytest
 from slurm_operator.model.records import JobRecord, RemoteStat
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy.watchdog import (
+    Clocks,
     Watchdog,
     duration,
     elapsed_seconds,
@@ -222,3 +223,45 @@ def test_a_log_that_never_reports_the_pattern_counts_as_progress_as_before() -> 
     assert dog.mark is not None
     assert dog.mark.high is None
     assert dog.observe(_running("2:00:00"), now=0, remote_now=NOW, files=files) is None
+
+
+def test_a_watchdog_rebuilt_from_its_stored_clocks_continues_them() -> None:
+    """A triggerer restart rebuilds the watchdog: with the clocks the first one kept, neither the
+    unknown clock nor the no-progress clock starts again."""
+    first = _dog()
+    weird = JobRecord(job_id="42", name="train", state=SlurmState.UNKNOWN, raw_state="LAUNCH_FAILED")
+    assert first.observe(weird, now=100) is None
+    first.saw_log(_line(37), NOW - 500)
+    stored = Clocks.from_value(first.clocks().to_dict())
+    assert stored == Clocks(unknown_since=100, progress_high=37, advanced_at=NOW - 500)
+
+    second = _dog()
+    second.saw_log(_line(30) + _line(37), NOW - 10)  # the restart loop reports 37 again
+    second.resume(stored)
+    assert second.observe(weird, now=150) is None
+    alarm = second.observe(weird, now=160)  # 60 s after the first incarnation first saw it
+    assert alarm is not None
+    assert "for 1 min" in alarm.message
+    files = {LOG: _file(LOG, 2), TRACKER: _file(TRACKER, 3000)}
+    hung = second.observe(_running("2:00:00"), now=170, remote_now=NOW + 100, files=files)
+    assert hung is not None
+    assert "made no progress for 10 min" in hung.message  # from NOW - 500, not NOW - 10
+
+
+def test_stored_clocks_never_lengthen_a_bound_nor_hide_newer_progress() -> None:
+    dog = _dog()
+    dog.saw_log(_line(40), NOW)
+    dog.resume(Clocks(unknown_since=None, progress_high=37, advanced_at=NOW - 900))
+    assert dog.mark is not None
+    assert (dog.mark.high, dog.mark.advanced_at) == (40, NOW)  # a higher value seen now wins
+    late = Watchdog(job_id="42", unknown_timeout=30)
+    weird = JobRecord(job_id="42", name="train", state=SlurmState.UNKNOWN)
+    late.resume(Clocks(unknown_since=100))
+    assert late.observe(_running("0:10"), now=110) is None  # known again: the stored clock is void
+    assert late.observe(weird, now=120) is None
+    assert late.observe(weird, now=140) is None  # counted from 120
+
+
+@pytest.mark.parametrize("value", [None, "x", {"unknown_since": "1"}, {"progress_high": True}])
+def test_garbled_stored_clocks_are_no_clocks(value: object) -> None:
+    assert Clocks.from_value(value) == Clocks()

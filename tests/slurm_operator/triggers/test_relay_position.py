@@ -301,3 +301,56 @@ async def test_the_xcom_store_sends_the_task_instance_s_own_xcom_messages(
 
 async def _events(trigger: Any) -> list[SlurmEvent]:
     return [SlurmEvent.from_payload(e.payload) async for e in trigger.run()]
+
+
+ITERATION_PATTERN = r"\biteration\s+(\d+)\s*/"
+
+
+async def test_a_trigger_re_created_from_its_serialized_form_continues_the_no_progress_clock(
+    cluster: FakeSlurm,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restart loop (iteration 37 again and again, the log always growing) with progress_timeout
+    30 s; the triggerer restarts every 20 s. Each re-created trigger sees 37 anew, yet the clock
+    runs from the first sight of 37 (cluster time 1000): hung at 1035. The cluster is the shared
+    fake (tests/support/fake_slurm.py): its clock moves only when the test says."""
+    store = MemoryStore([])
+    cluster.states = [{"42": SlurmState.RUNNING}]
+    cluster.started, cluster.clock = 900.0, 1000.0
+    cluster.files[LOG] = "iteration 30/ 99\niteration 37/ 99\n"
+    cluster.mtimes = {LOG: 1000.0}
+    kwargs = {"progress_timeout": 30.0, "progress_pattern": ITERATION_PATTERN, "progress_paths": []}
+    first = _trigger(store, monkeypatch, **kwargs)
+    task = asyncio.create_task(_events(first))
+    await asyncio.wait_for(first._log.grown.wait(), 10)  # type: ignore[union-attr]
+    task.cancel()  # the triggerer stops
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert store.value["clocks"] == {"progress_high": 37, "advanced_at": 1000.0}
+
+    classpath, serialized = first.serialize()
+    assert classpath.endswith("SlurmJobTrigger")
+    cluster.clock = cluster.mtimes[LOG] = 1035.0
+    cluster.files[LOG] += "iteration 30/ 99\niteration 37/ 99\n"  # restarted from its checkpoint
+    cluster.states = [{"42": SlurmState.RUNNING}] * 3 + [{"42": SlurmState.COMPLETED}]
+    (ev,) = await _events(_trigger(store, monkeypatch, **serialized))
+    assert ev.status == "hung", ev.message
+    assert ev.message.startswith("job 42 made no progress for 35 s: its reported progress stayed at 37")
+
+
+async def test_a_re_created_trigger_continues_the_unknown_state_clock(
+    cluster: FakeSlurm,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The unknown clock is wall-clock time: the first incarnation's start (stored 100 s ago) counts."""
+    import time
+
+    start = time.time() - 100
+    store = MemoryStore(
+        [], {"job_id": "42", "log_path": LOG, "offset": 0, "clocks": {"unknown_since": start}}
+    )
+    cluster.states = [{"42": SlurmState.parse("LAUNCH_FAILED")}]
+    cluster.raw_state = "LAUNCH_FAILED"
+    (ev,) = await _events(_trigger(store, monkeypatch, stream_logs=False, unknown_timeout=90.0))
+    assert ev.status == "error"
+    assert "for 1 min 40 s" in ev.message
