@@ -147,7 +147,7 @@ class SlurmPoller:
                 delay = self._next_delay(last)
                 if delay > 0:
                     self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
+                    with contextlib.suppress(asyncio.TimeoutError):
                         # Woken early by a new subscriber (maybe with a shorter interval) or the last leaving.
                         await asyncio.wait_for(self._wake.wait(), timeout=delay)
                     continue

@@ -176,7 +176,7 @@ class PathPoller:
                 delay = 0.0 if self._hurry else self._next_delay(last)
                 if delay > 0:
                     self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
+                    with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=delay)
                     continue
                 await asyncio.sleep(0)  # waits created in the same breath join this round
@@ -227,7 +227,7 @@ class PathPoller:
             w._offer(result)
         if result.error is not None:
             return []
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._all_reported.wait(), REPORT_WAIT)
         return [w for w in watches if w.missed and w in self._watches]
 

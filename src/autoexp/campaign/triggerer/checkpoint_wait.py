@@ -297,7 +297,7 @@ class PhaseCheckpointTrigger(RemotePathTrigger):
         if stop is None or stop.is_set():
             await asyncio.sleep(self.poll_interval)
         else:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.poll_interval)
 
     async def _outcome(self, files: RemoteFiles) -> str | None:
