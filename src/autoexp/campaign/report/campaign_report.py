@@ -9,13 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from slurm_operator.model.records import JobRecord
-from slurm_operator.model.states import ACTIVE_STATES, FAILED_STATES, SlurmState
+from slurm_operator.model.states import FAILED_STATES
 from slurm_operator.policy.watchdog import elapsed_seconds
 from slurm_operator.remote.parsers import tres_counts
 
 from autoexp.campaign.planning.dag_plan import DagPlan
 from autoexp.campaign.report.fit_validation import holdout
 from autoexp.campaign.report.lr_optimum import SweepPoint, optimum_law
+from autoexp.campaign.report.run_states import cell_state, job_number, latest
 from autoexp.campaign.report.scaling_fit import FitError, Point, fit_law, frontier
 
 # Axes shown for each experiment when the campaign varies them (the names of config/scaling_exps.yaml).
@@ -29,12 +30,14 @@ WASTED_STATES = frozenset(s.value for s in FAILED_STATES)
 
 @dataclass(frozen=True)
 class PhaseSpec:
-    """One phase (cell column) of an experiment: its Slurm job names (training first) and token budget."""
+    """One phase (cell column) of an experiment: its Slurm job names (training first), token budget,
+    and its training's ``--output`` pattern (``%j``: the job id; its log tells a diverged run)."""
 
     key: str
     jobs: tuple[str, ...]
     tokens: int | None
     checkpoint_dir: str
+    train_log: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class ExperimentSpec:
     params: int | None
     report_json: str
     phases: tuple[PhaseSpec, ...]
+    # VOCAB_SIZE and TP: the loss of a dead model (divergence.dead_model_rule); None when unknown
+    vocab: int | None = None
+    tensor_parallel: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,15 +62,24 @@ class ExperimentSpec:
             "params": self.params,
             "report_json": self.report_json,
             "phases": [
-                {"key": p.key, "jobs": list(p.jobs), "tokens": p.tokens, "checkpoint_dir": p.checkpoint_dir}
+                {
+                    "key": p.key,
+                    "jobs": list(p.jobs),
+                    "tokens": p.tokens,
+                    "checkpoint_dir": p.checkpoint_dir,
+                    "train_log": p.train_log,
+                }
                 for p in self.phases
             ],
+            "vocab": self.vocab,
+            "tensor_parallel": self.tensor_parallel,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExperimentSpec:
         phases = tuple(
-            PhaseSpec(p["key"], tuple(p["jobs"]), p["tokens"], p["checkpoint_dir"]) for p in data["phases"]
+            PhaseSpec(p["key"], tuple(p["jobs"]), p["tokens"], p["checkpoint_dir"], p.get("train_log", ""))
+            for p in data["phases"]
         )
         return cls(
             data["dag_id"],
@@ -73,6 +88,8 @@ class ExperimentSpec:
             data["params"],
             data["report_json"],
             phases,
+            data.get("vocab"),
+            int(data.get("tensor_parallel") or 1),
         )
 
 
@@ -94,7 +111,9 @@ def experiment_specs(dag_plans: Sequence[DagPlan]) -> list[ExperimentSpec]:
                 jobs += [str(i["job_name"]) for i in tasks.checkpoints.instances]
             per_iter = planned.tokens_per_iter
             tokens = per_iter * planned.train_iters if per_iter else None
-            phases.append(PhaseSpec(planned.key, tuple(jobs), tokens, planned.checkpoint_dir))
+            phases.append(
+                PhaseSpec(planned.key, tuple(jobs), tokens, planned.checkpoint_dir, tasks.train.output_path)
+            )
         count = next((p["param_count"] for p in report.values()), None)
         axes = {k: str(values[k]) for k in varying if k in values and _short(values[k])}
         specs.append(
@@ -105,9 +124,18 @@ def experiment_specs(dag_plans: Sequence[DagPlan]) -> list[ExperimentSpec]:
                 count,
                 f"{dag_plan.report_dir}/report.json",
                 tuple(phases),
+                _int(values.get("VOCAB_SIZE")),
+                _int(values.get("TP")) or 1,
             )
         )
     return specs
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 # ---- GPU-hours -----------------------------------------------------------------------------------
@@ -156,7 +184,7 @@ def gpu_hours(
     where = {job: (s, p) for s in specs for p in s.phases for job in p.jobs}
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    for record in sorted(records, key=lambda r: (r.start or "~", _job_number(r.job_id))):
+    for record in sorted(records, key=lambda r: (r.start or "~", job_number(r.job_id))):
         if record.name not in where:
             continue
         spec, phase = where[record.name]
@@ -174,11 +202,6 @@ def gpu_hours(
     return rows
 
 
-def _job_number(job_id: str) -> int:
-    digits = job_id.split("_")[0]
-    return int(digits) if digits.isdigit() else 0
-
-
 def hours_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Total and wasted hours, and hours per unit (gpu or cpu)."""
     units: dict[str, float] = {}
@@ -192,25 +215,6 @@ def hours_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 # ---- the grid ------------------------------------------------------------------------------------
-
-
-def _latest(records: Sequence[JobRecord]) -> dict[str, JobRecord]:
-    latest: dict[str, JobRecord] = {}
-    for r in sorted(records, key=lambda r: (_job_number(r.job_id), r.start or "")):
-        latest[r.name] = r
-    return latest
-
-
-def cell_state(phase: PhaseSpec, latest: Mapping[str, JobRecord]) -> str:
-    """done / running / failed / missing from the latest run of each of the phase's jobs."""
-    runs = [latest[j] for j in phase.jobs if j in latest]
-    if phase.jobs[0] not in latest:
-        return "running" if any(r.state in ACTIVE_STATES for r in runs) else "missing"
-    if any(r.state in ACTIVE_STATES for r in runs):
-        return "running"
-    if any(r.state in FAILED_STATES or r.state is SlurmState.UNKNOWN for r in runs):
-        return "failed"
-    return "done"
 
 
 def _finite(value: Any) -> float | None:
@@ -239,10 +243,12 @@ def grid(
     reports: Mapping[str, Sequence[Mapping[str, Any]]],
     records: Sequence[JobRecord],
     attempts: Sequence[Mapping[str, Any]],
+    diverged: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per experiment with one cell per phase (``reports``: report.json rows by dag id);
-    hours per experiment and per cell from the attempts of ``gpu_hours``."""
-    latest = _latest(records)
+    hours per experiment and per cell from the attempts of ``gpu_hours``; ``diverged``: training job
+    name -> the log line that says it diverged (``run_states.diverged_from_logs``)."""
+    newest, diverged = latest(records), diverged or {}
     per_cell: dict[tuple[str, str], float] = {}
     for a in attempts:
         per_cell[(a["dag_id"], a["phase"])] = per_cell.get((a["dag_id"], a["phase"]), 0.0) + a["hours"]
@@ -250,7 +256,9 @@ def grid(
     for s in specs:
         cells = {}
         for p in s.phases:
-            cells[p.key] = cell(p, reports.get(s.dag_id, ()), cell_state(p, latest))
+            cells[p.key] = cell(p, reports.get(s.dag_id, ()), cell_state(p, newest, diverged))
+            if p.jobs[0] in diverged and cells[p.key]["state"] == "diverged":
+                cells[p.key]["diverged_line"] = diverged[p.jobs[0]]
             cells[p.key]["gpu_hours"] = per_cell.get((s.dag_id, p.key), 0.0)
         entries.append(
             {
@@ -267,7 +275,7 @@ def grid(
 
 def points(experiments: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str, Point]]:
     """(experiment, phase, point) for every done cell with a final loss, parameter count and token budget
-    (a failed or running cell's last loss is not its budget's)."""
+    (a failed or running cell's last loss is not its budget's; a diverged one's is no model's)."""
     out = []
     for e in experiments:
         for key, c in e["cells"].items():
@@ -378,12 +386,13 @@ def build(
     checkpoint_times: Mapping[str, Sequence[float]] | None = None,
     budgets: Sequence[float] = (),
     bootstrap: int = 100,
+    diverged: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """campaign.json's content (without ``plots``) and the per-attempt hours rows; ``bootstrap``: the
-    fit's resamples."""
+    fit's resamples; ``diverged``: see ``grid``."""
     attempts = gpu_hours(specs, records, checkpoint_times)
     totals = hours_totals(attempts)
-    experiments = grid(specs, reports, records, attempts)
+    experiments = grid(specs, reports, records, attempts, diverged)
     campaign = {
         "campaign": stem,
         "generated_at": generated_at,

@@ -15,6 +15,7 @@ from airflow.sdk import Context
 from autoexp.campaign.planning.checkpoint_layout import iteration_dirs
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
+from autoexp.campaign.report import run_states
 from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def build_campaign_report(
 ) -> dict[str, Any]:
     """Collect, compute and write the campaign report of config ``stem``; returns a summary for XCom."""
     from slurm_operator.hooks.slurm import SlurmHook
+    from slurm_operator.policy.completion import read_tail
 
     experiments = [cr.ExperimentSpec.from_dict(s) for s in specs]
     budgets = [float(b) for b in context["params"].get("budgets") or []]
@@ -58,6 +60,13 @@ def build_campaign_report(
         failed_trains = {r.name for r in records if r.state.value in cr.WASTED_STATES}
         folders = [p.checkpoint_dir for s in experiments for p in s.phases if p.jobs[0] in failed_trains]
         times = _checkpoint_times(hook, sorted(set(folders)))
+        phases = [p for s in experiments for p in s.phases]
+        tails = {
+            job: read_tail(hook, path)
+            for job, path in run_states.logs_to_check(phases, run_states.latest(records)).items()
+        }
+    vocab = {p.jobs[0]: (s.vocab, s.tensor_parallel) for s in experiments for p in s.phases}
+    diverged = run_states.diverged_from_logs(tails, vocab)
     campaign, attempts = cr.build(
         stem,
         experiments,
@@ -66,6 +75,7 @@ def build_campaign_report(
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checkpoint_times=times,
         budgets=budgets,
+        diverged=diverged,
     )
     out_dir = campaign_report_dir(stem, os.environ)
     files = render.write_files(campaign, attempts, reports, out_dir)
