@@ -3,7 +3,10 @@
 Its trigger form offers one multi-select per grid axis (empty = every value) and a free-text filter
 in the CLI's syntax; what the slice selects is decided in planning/campaign_slice.py. One mapped
 TriggerDagRunOperator instance per selected experiment, named by it; the ``summary`` task logs
-and returns what was started.
+and returns what was started. The select task also estimates the slice's GPU-hours
+(planning/cost_estimate.py); with ``airflow.gate`` set, an ``approve`` task between select and the
+triggers asks a human (Airflow's human-in-the-loop approval: the task waits without a worker slot)
+when the estimate passes the threshold. Reject, or no answer in time, and nothing is triggered.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.providers.standard.operators.trigger_dagrun import XCOM_RUN_ID, TriggerDagRunOperator
 from airflow.sdk import DAG, Param
@@ -21,6 +25,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.configs.planned_config import PlannedConfig, load_plans
 from autoexp.campaign.planning import campaign_slice as cs
+from autoexp.campaign.planning import cost_estimate
 from autoexp.campaign.planning.settings import AirflowSettings
 
 log = logging.getLogger(__name__)
@@ -29,10 +34,15 @@ TRIGGER_TASK = "trigger"
 # seed campaign with its resubmissions; past it the trigger task fails, the experiment's run goes on.
 WAIT_LIMIT = timedelta(days=14)
 FILTERS_PARAM = "filters"
+APPROVE_TASK = "approve"
+ESTIMATE_KEY = "estimate"  # the select task's XCom: {"text", "gpu_hours", "approval"}
 
 
-def select_task(config_path: str, axes: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The select task: the slice's experiments as TriggerDagRunOperator kwargs (one dict each)."""
+def select_task(
+    config_path: str, axes: list[str], params: dict[str, Any], ti: Any = None
+) -> list[dict[str, Any]]:
+    """The select task: the slice's experiments as TriggerDagRunOperator kwargs (one dict each);
+    the slice's estimate goes to the log and, for the approval, to XCom ``estimate``."""
     plans, settings = load_plans(config_path)
     table = cs.slice_table(plans, axes, settings.keys, every_variable=True)
     try:
@@ -47,6 +57,12 @@ def select_task(config_path: str, axes: list[str], params: dict[str, Any]) -> li
     log.info("%s", text)
     if not selected:
         raise AirflowException(f"{text}: nothing to trigger")
+    cost = cost_estimate.slice_cost(plans, selected, settings.keys, settings.gate)
+    estimate = cost_estimate.describe(cost, settings.gate)
+    log.info("%s", estimate)
+    if ti is not None:
+        approval = cost_estimate.needs_approval(cost, settings.gate)
+        ti.xcom_push(ESTIMATE_KEY, {"text": estimate, "gpu_hours": cost.gpu_hours, "approval": approval})
     note = f"triggered by {cs.campaign_dag_id(config_path)}: {text.splitlines()[0]}"
     conf = {"dry_run": bool(params.get("dry_run"))}
     return [
@@ -68,8 +84,29 @@ def summary_task(ti: Any) -> dict[str, str]:
         run_ids = [run_ids]
     started = {k["trigger_dag_id"]: str(r) for k, r in zip(kwargs, run_ids, strict=False) if r}
     lines = [f"  {dag_id}: run {run_id}" for dag_id, run_id in started.items()]
-    log.info("started %d of %d experiment run(s):\n%s", len(started), len(kwargs), "\n".join(lines))
+    estimate = ti.xcom_pull(task_ids="select", key=ESTIMATE_KEY) or {}
+    log.info(
+        "started %d of %d experiment run(s):\n%s\n%s",
+        len(started),
+        len(kwargs),
+        "\n".join(lines),
+        estimate.get("text", ""),
+    )
     return started
+
+
+class BudgetApproval(ApprovalOperator):
+    """The budget gate: waits for Approve or Reject only when the select task's estimate asks for it
+    (Reject skips the triggers; no answer within the timeout fails this task, and they never run)."""
+
+    def execute(self, context: Any) -> Any:
+        estimate = context["ti"].xcom_pull(task_ids="select", key=ESTIMATE_KEY) or {}
+        if not estimate.get("approval"):
+            self.log.info("no approval needed:\n%s", estimate.get("text", ""))
+            return None
+        self.subject = f"Start this slice: {estimate['gpu_hours']:,.1f} GPU-hours?"
+        self.body = f"```\n{estimate['text']}\n```"
+        return super().execute(context)
 
 
 def _params(choices: dict[str, list[str]]) -> ParamsDict:
@@ -143,6 +180,13 @@ def _dag(
             openlineage_inject_parent_info=False,
         ).expand_kwargs(select.output)
         summary = PythonOperator(task_id="summary", python_callable=summary_task, trigger_rule="all_done")
+        if settings.gate.enabled:
+            approve = BudgetApproval(
+                task_id=APPROVE_TASK,
+                subject="Start this slice?",
+                response_timeout=timedelta(seconds=settings.gate.approval_timeout_secs),
+            )
+            select >> approve >> trigger
         trigger >> summary
     dag.params = _params(choices)
     return dag

@@ -140,6 +140,8 @@ class Keys:
     pretrain_tokens: VarName = _var("TOTAL_TOKENS_NUM", "variable holding the pretraining's token budget")
     phase_tokens: VarName = _var("TOTAL_TOKENS_THIS_PHASE", "variable holding a cooldown's token budget")
     time_limit: VarName = _var("TIME", "variable holding a job's Slurm time limit")
+    nodes: VarName = _var("NODES", "variable holding a training's node count (the budget gate's estimate)")
+    gpus_per_node: VarName = _var("GPUS_PER_NODE", "variable holding a training's GPUs per node (ditto)")
 
 
 def _rule(field: str, message: str) -> PydanticCustomError:
@@ -183,6 +185,38 @@ class NotifierSettings:
         if self.kind == "slack" and not self.conn_id:
             raise _rule("conn_id", "kind slack needs the Airflow connection id of the webhook")
         return self
+
+
+@dataclass(frozen=True, config=_SCHEMA)
+class GateSettings:
+    """The budget gate of the campaign trigger DAG: an estimate of a slice's GPU-hours, and when to ask."""
+
+    tflops_per_gpu: Annotated[int | float, _Exact("int or float", int, float, unit="TFLOP/s")] = Field(
+        default=100,
+        gt=0,
+        description="sustained training throughput assumed per GPU (10^12 FLOP/s; about a third of an "
+        "A100's bf16 peak): GPU-hours = 6 x parameters x tokens / this",
+    )
+    gpu_hours_threshold: Annotated[int | float, _Exact("int or float", int, float, unit="GPU-hours")] = Field(
+        default=0,
+        ge=0,
+        description="a slice estimated above this (or with a training it cannot estimate) waits for an "
+        "approval before its experiments start; 0: no threshold",
+    )
+    always: Flag = Field(
+        default=False, description="every slice waits for an approval, whatever its estimate"
+    )
+    approval_timeout_secs: Seconds = Field(
+        default=604800.0,
+        gt=0,
+        description="how long an approval waits for an answer; past it the trigger run fails and "
+        "starts nothing",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the trigger DAG has an approval task at all."""
+        return self.always or self.gpu_hours_threshold > 0
 
 
 @dataclass(frozen=True, config=_SCHEMA)
@@ -284,6 +318,9 @@ class AirflowSettings:
         default=False,
         description="with a schedule: also run the intervals since `start_date` that never ran "
         "(one sweep each)",
+    )
+    gate: GateSettings = Field(
+        default_factory=GateSettings, description="the budget gate before a campaign slice starts"
     )
 
     @property

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag, select_task
+from autoexp.campaign.dags.campaign_trigger_dag import BudgetApproval, build_campaign_trigger_dag, select_task
 from autoexp.campaign.dags.factory import register
+from tests.e2e.campaign import reduced_config
 from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
@@ -83,3 +85,60 @@ def test_the_dag_file_registers_it_next_to_the_experiments() -> None:
     ids = register(namespace, [DEMO])
     assert ids[-2:] == ["autoexp_campaign_demo", "autoexp_campaign_report_demo"]
     assert len(ids) == 6
+
+
+class _Ti:
+    """The XCom calls of a task instance, recorded (pure logic: what select hands the approval)."""
+
+    def __init__(self, pulled: Any = None) -> None:
+        self.pushed: dict[str, Any] = {}
+        self.pulled = pulled
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str) -> Any:
+        assert (task_ids, key) == ("select", "estimate")
+        return self.pulled
+
+
+def _gated(tmp_path: Path, gate: str) -> Path:
+    return reduced_config(tmp_path, ("  paused: false\n", f"  paused: false\n  gate: {gate}\n"))
+
+
+def test_without_a_gate_there_is_no_approval_task() -> None:
+    dag = build_campaign_trigger_dag(DEMO)
+    assert "approve" not in dag.task_dict
+
+
+def test_a_gate_puts_the_approval_between_select_and_the_triggers(tmp_path: Path) -> None:
+    dag = build_campaign_trigger_dag(
+        _gated(tmp_path, "{gpu_hours_threshold: 1, approval_timeout_secs: 3600}")
+    )
+    approve = dag.task_dict["approve"]
+    assert isinstance(approve, BudgetApproval)
+    # select also feeds the triggers their kwargs; Reject skips approve's downstream, the triggers.
+    assert dag.task_dict["trigger"].upstream_task_ids == {"select", "approve"}
+    assert approve.upstream_task_ids == {"select"}
+    assert approve.downstream_task_ids == {"trigger"}
+    assert approve.response_timeout == timedelta(hours=1)
+
+
+def test_select_hands_the_estimate_and_the_verdict_to_the_approval(tmp_path: Path) -> None:
+    config = _gated(tmp_path, "{gpu_hours_threshold: 1.0e-9}")
+    ti = _Ti()
+    select_task(str(config), AXES, {}, ti)
+    estimate = ti.pushed["estimate"]
+    assert estimate["approval"] is True
+    assert estimate["gpu_hours"] > 1.0e-9
+    assert estimate["text"].startswith(f"estimate: {estimate['gpu_hours']:,.1f} GPU-hours for 2 training(s)")
+    ti = _Ti()
+    select_task(str(_gated(tmp_path, "{gpu_hours_threshold: 1000}")), AXES, {}, ti)
+    assert ti.pushed["estimate"]["approval"] is False
+
+
+def test_the_approval_asks_nobody_when_the_estimate_is_below_the_threshold() -> None:
+    approve = BudgetApproval(task_id="approve", subject="Start this slice?")
+    # Returns before it writes any request: nothing waits, the triggers run.
+    assert approve.execute({"ti": _Ti({"text": "estimate: 0.0 GPU-hours", "approval": False})}) is None
+    assert approve.subject == "Start this slice?"

@@ -1,0 +1,143 @@
+"""What a campaign slice will cost before it starts: GPU-hours of its trainings from 6·N·D FLOPs.
+
+Pure: no Airflow. The campaign trigger DAG's select task estimates the slice it selected, logs the
+text, and its approval task asks for a human answer when ``needs_approval`` says so.
+
+Per training (one phase of one experiment): N is the model's parameter count (model_size.py), D the
+tokens the run itself trains, ``(TRAIN_ITERS - start iteration) x tokens per iteration``: the
+pretraining's budget rounded up to whole iterations, and for a cooldown branch only the part after
+the pretraining checkpoint it resumes from (its budget variable counts from iteration 0). FLOPs /
+the assumed throughput per GPU gives GPU-hours; divided by the job's GPUs (nodes x GPUs per node),
+its wall-clock hours. Conversions are counted, not costed: their cost is per checkpoint, minutes each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autoexp.campaign.planning.campaign_slice import Selected
+from autoexp.campaign.planning.model_size import param_count
+from autoexp.campaign.planning.plan import ExperimentPlan, PhasePlan
+from autoexp.campaign.planning.settings import GateSettings, Keys
+
+TERA = 1e12
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """One training of the slice.
+
+    :param dag_id: the experiment's DAG.
+    :param phase: the phase key (``pretrain``, ``cooldown_<branch>``).
+    :param params: N, the model's parameter count; None when the shape is unknown.
+    :param tokens: D, the tokens this run trains; None without SEQ_LENGTH and GLOBAL_BATCH_SIZE.
+    :param gpus: the job's GPUs, nodes x GPUs per node (1 each when the variable is not set).
+    :param gpu_hours: 6·N·D / throughput / 3600; None when N or D is unknown.
+    """
+
+    dag_id: str
+    phase: str
+    params: int | None
+    tokens: int | None
+    gpus: int
+    gpu_hours: float | None
+
+    @property
+    def wall_hours(self) -> float | None:
+        """Hours the job runs on its GPUs at the assumed throughput."""
+        return None if self.gpu_hours is None else self.gpu_hours / self.gpus
+
+
+@dataclass(frozen=True)
+class SliceCost:
+    """The estimate of one slice: its trainings, its conversion jobs, the throughput assumed."""
+
+    trainings: tuple[TrainingCost, ...]
+    conversions: int
+    tflops_per_gpu: float
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours of the trainings that could be estimated."""
+        return sum(t.gpu_hours for t in self.trainings if t.gpu_hours is not None)
+
+    @property
+    def unknown(self) -> tuple[TrainingCost, ...]:
+        """Trainings without an estimate (unknown model shape or tokens per iteration)."""
+        return tuple(t for t in self.trainings if t.gpu_hours is None)
+
+
+def _count(params: Mapping[str, object], var: str) -> int:
+    value = params.get(var)
+    try:
+        return max(1, int(str(value))) if value is not None and not isinstance(value, bool) else 1
+    except ValueError:
+        return 1
+
+
+def training_cost(dag_id: str, phase: PhasePlan, keys: Keys, tflops_per_gpu: float) -> TrainingCost:
+    """The estimate of one phase's training."""
+    params = phase.train.params
+    n = param_count(params)
+    d = (
+        None
+        if phase.tokens_per_iter is None
+        else (phase.train_iters - phase.start_iter) * phase.tokens_per_iter
+    )
+    gpus = _count(params, keys.nodes) * _count(params, keys.gpus_per_node)
+    hours = None if n is None or d is None else 6 * n * d / (tflops_per_gpu * TERA) / HOUR
+    return TrainingCost(dag_id, phase.key, n, d, gpus, hours)
+
+
+def slice_cost(
+    plans: Sequence[ExperimentPlan], selected: Sequence[Selected], keys: Keys, gate: GateSettings
+) -> SliceCost:
+    """The estimate of the selected phases of the selected experiments."""
+    by_id = {p.dag_id: p for p in plans}
+    trainings, conversions = [], 0
+    for chosen in selected:
+        phases = {p.key: p for p in by_id[chosen.dag_id].phases}
+        for key in chosen.phases:
+            phase = phases[key]
+            trainings.append(training_cost(chosen.dag_id, phase, keys, float(gate.tflops_per_gpu)))
+            conversions += len(phase.checkpoints) if phase.convert is not None else 0
+    return SliceCost(tuple(trainings), conversions, float(gate.tflops_per_gpu))
+
+
+def needs_approval(cost: SliceCost, gate: GateSettings) -> bool:
+    """Ask a human when the gate says always, or the estimate (or an unknown part) passes the threshold."""
+    if gate.always:
+        return True
+    threshold = float(gate.gpu_hours_threshold)
+    return threshold > 0 and (cost.gpu_hours > threshold or bool(cost.unknown))
+
+
+def describe(cost: SliceCost, gate: GateSettings) -> str:
+    """The estimate in words: a headline, then the largest trainings (the task log, the approval's body)."""
+    wall = [t.wall_hours for t in cost.trainings if t.wall_hours is not None]
+    head = (
+        f"estimate: {cost.gpu_hours:,.1f} GPU-hours for {len(cost.trainings)} training(s) "
+        f"(6·N·D FLOPs at {cost.tflops_per_gpu:g} TFLOP/s per GPU)"
+    )
+    lines = [head]
+    if wall:
+        lines.append(f"  longest training: {max(wall):,.1f} h on its GPUs")
+    if cost.unknown:
+        lines.append(f"  {len(cost.unknown)} training(s) not estimated (model shape or tokens unknown)")
+    lines.append(f"  {cost.conversions} conversion job(s), one per checkpoint, not costed")
+    if gate.always:
+        lines.append("  approval: always asked (airflow.gate.always)")
+    elif gate.gpu_hours_threshold > 0:
+        verdict = "needed" if needs_approval(cost, gate) else "not needed"
+        lines.append(
+            f"  approval: {verdict} (airflow.gate.gpu_hours_threshold: {gate.gpu_hours_threshold:g})"
+        )
+    top = sorted((t for t in cost.trainings if t.gpu_hours is not None), key=lambda t: -(t.gpu_hours or 0))
+    for t in top[:5]:
+        lines.append(
+            f"  {t.dag_id} {t.phase}: N={t.params:,} D={t.tokens:,} on {t.gpus} GPU(s): "
+            f"{t.gpu_hours:,.2f} GPU-h"
+        )
+    return "\n".join(lines)
