@@ -23,6 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 pytest_plugins = [
     "tests.fixtures.slurm_cluster",
+    "tests.fixtures.jump_host",
     "tests.fixtures.airflow_env",
     "tests.fixtures.airflow_stack",
 ]

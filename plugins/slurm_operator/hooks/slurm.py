@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
+from slurm_operator.hooks import jump_connect, ssh_route
 from slurm_operator.model.exceptions import (
     RemotePathNotFoundError,
     SlurmCommandError,
@@ -78,6 +79,8 @@ class SlurmHook:
         self._ssh: Any = None
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        self._jumps: list[paramiko.SSHClient] = []
+        self.route_note = ""  # for doctor: the hops whose host keys were checked, the certificate
         self._folders_made: set[str] = set()  # by _upload: one mkdir per folder, not per file
         self.commands_run = 0  # for benchmarks and tests: remote commands executed by this hook
         self.connections_opened = 0
@@ -111,18 +114,18 @@ class SlurmHook:
         self.close()
         for attempt in range(self.connect_retries + 1):
             try:
-                ssh = self._ssh_hook()
-                ssh.client = None  # never hand back the provider's cached, possibly dead client
-                client = ssh.get_conn()
-                assert isinstance(client, paramiko.SSHClient)
+                client = self._open()
+            except ssh_route.RouteError as exc:  # names the hop; only a refused or lost one is retried
+                if not exc.transient or attempt == self.connect_retries:
+                    raise
+                self._pause(attempt, exc)
+                continue
             except _TRANSIENT as exc:
                 if attempt == self.connect_retries:
                     raise SlurmConnectionError(
                         f"cannot connect to {self.target}: {describe_connect_error(exc)}"
                     ) from exc
-                delay = min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())  # noqa: S311 (jitter)
-                log.warning("connecting to %s failed (%s); retrying in %.1f s", self.target, exc, delay)
-                time.sleep(delay)
+                self._pause(attempt, exc)
                 continue
             except SlurmConnectionError:
                 raise
@@ -135,6 +138,29 @@ class SlurmHook:
             return client
         raise AssertionError("unreachable")
 
+    def _pause(self, attempt: int, exc: BaseException) -> None:
+        delay = min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())  # noqa: S311 (jitter)
+        log.warning("connecting to %s failed (%s); retrying in %.1f s", self.target, exc, delay)
+        time.sleep(delay)
+
+    def _open(self) -> paramiko.SSHClient:
+        """A new client, along the connection's route when it names a jump host (``ssh_route``).
+        The connection, key and certificate are read now: a renewed one counts at each reconnect."""
+        ssh = self._ssh_hook()
+        route = ssh_route.route_for(ssh.get_connection(self.ssh_conn_id))
+        if route is not None:
+            cert = ssh_route.certificate_status(route.key_file)
+            *self._jumps, client = jump_connect.open_sync(route)
+            hops = ", ".join(f"{route.role(h)} {h.label}" for h in (*route.jumps, route.target))
+        else:
+            cert = ssh_route.certificate_status(ssh.key_file)
+            ssh.client = None  # never hand back the provider's cached, possibly dead client
+            client = ssh.get_conn()
+            assert isinstance(client, paramiko.SSHClient)
+            hops = f"{ssh.remote_host}:{ssh.port}"
+        self.route_note = "; ".join(filter(None, [f"host key checked on {hops}", cert]))
+        return client
+
     def close(self) -> None:
         if self._sftp is not None:
             self._sftp.close()
@@ -142,6 +168,8 @@ class SlurmHook:
         if self._client is not None:
             self._client.close()
             self._client = None
+        while self._jumps:  # the hops the target was tunnelled through, nearest first
+            self._jumps.pop().close()
 
     def __enter__(self) -> SlurmHook:
         return self

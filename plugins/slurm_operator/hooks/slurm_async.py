@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import posixpath
 import random
@@ -15,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import asyncssh
+from airflow.providers.common.compat.connection import get_async_connection
 from airflow.providers.ssh.hooks.ssh import SSHHookAsync
 
+from slurm_operator.hooks import jump_connect, ssh_route
 from slurm_operator.model.exceptions import (
     RemotePathNotFoundError,
     SlurmCommandError,
@@ -67,6 +68,7 @@ class _Shared:
     channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
     conn: Any = None
     sftp: Any = None
+    jumps: list[Any] = field(default_factory=list)  # the hops ``conn`` is tunnelled through
     commands_run: int = 0
     connections_opened: int = 0
 
@@ -113,10 +115,23 @@ class AsyncSlurmHook:
             shared = self._shared[key] = _Shared(loop=weakref.ref(loop))
         return shared
 
-    async def _connect_once(self) -> Any:
+    async def _connect_once(self) -> tuple[Any, list[Any]]:
+        """(connection, the jump hops it is tunnelled through): along the connection's route when it
+        names a jump host. Connection, key and certificate are read now, so a renewal counts here."""
+        try:
+            conn = await get_async_connection(self.ssh_conn_id)
+            route = ssh_route.route_for(conn)
+        except SlurmConnectionError:
+            raise
+        except Exception as exc:  # the provider raises bare errors for missing or bad connections
+            raise SlurmConnectionError(f"SSH connection {self.ssh_conn_id!r} is unusable: {exc}") from exc
+        if route is not None:
+            *jumps, target = await jump_connect.open_async(route)
+            return target, jumps
+        ssh_route.certificate_status((conn.extra_dejson or {}).get("key_file"))
         provider: Any = SSHHookAsync(ssh_conn_id=self.ssh_conn_id)
         try:
-            return await asyncio.wait_for(provider.get_conn(), self.connect_timeout)
+            return await asyncio.wait_for(provider.get_conn(), self.connect_timeout), []
         except (asyncssh.HostKeyNotVerifiable, asyncssh.PermissionDenied) as exc:
             raise SlurmConnectionError(
                 f"cannot connect ({self._where()}): {describe_connect_error(exc)}"
@@ -138,28 +153,34 @@ class AsyncSlurmHook:
             await self._drop(shared)
             for attempt in range(self.reconnect_attempts + 1):
                 try:
-                    shared.conn = await self._connect_once()
+                    shared.conn, shared.jumps = await self._connect_once()
+                except ssh_route.RouteError as exc:  # names the hop; only a refused or lost one is retried
+                    if not exc.transient or attempt == self.reconnect_attempts:
+                        raise
+                    await self._pause(attempt, exc)
+                    continue
                 except _TRANSIENT as exc:
                     if attempt == self.reconnect_attempts:
                         raise SlurmConnectionError(
                             f"cannot connect ({self._where()}) after {attempt + 1} attempts: "
                             f"{describe_connect_error(exc)}"
                         ) from exc
-                    delay = min(10.0, 0.5 * 2**attempt) * (0.5 + random.random())  # noqa: S311 (jitter)
-                    log.warning("SSH %s: %s; reconnecting in %.1f s", self._where(), exc, delay)
-                    await asyncio.sleep(delay)
+                    await self._pause(attempt, exc)
                     continue
                 shared.connections_opened += 1
                 return shared.conn
         raise AssertionError("unreachable")
 
+    async def _pause(self, attempt: int, exc: BaseException) -> None:
+        delay = min(10.0, 0.5 * 2**attempt) * (0.5 + random.random())  # noqa: S311 (jitter)
+        log.warning("SSH %s: %s; reconnecting in %.1f s", self._where(), exc, delay)
+        await asyncio.sleep(delay)
+
     @staticmethod
     async def _drop(shared: _Shared) -> None:
-        conn, shared.conn, shared.sftp = shared.conn, None, None
-        if conn is not None:
-            conn.close()
-            with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
-                await asyncio.wait_for(conn.wait_closed(), 5)
+        conns = [*shared.jumps, shared.conn] if shared.conn is not None else shared.jumps
+        shared.conn, shared.sftp, shared.jumps = None, None, []
+        await jump_connect.close_async(conns)
 
     async def close(self) -> None:
         """Close this conn id's shared connection in this loop (the next call reconnects)."""
