@@ -4,6 +4,7 @@ lines), retries, success."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -25,6 +26,12 @@ _MAX_TAIL = 4000
 # ``GET /api/v2/eventLogs``), which a callback cannot read: the DAG processor's callbacks run with
 # the ORM blocked (``supervisor.block_orm_access``) and its channel serves no event-log request.
 _FROM_OUTSIDE = "marked failed (by a user or the API) or killed at or before {at}, no error recorded"
+# ckpt_check's line for a rollback (include/autoexp_cluster/ckpt_check.py ``heal``): a corrupt
+# checkpoint set aside, the training resumed from an older one or started over. The job that did it
+# prints it once, at its start: reading each attempt's log once finds each rollback once.
+ROLLBACK_LINE = re.compile(
+    r"^\[autoexp\] checkpoint (iter_\d+) is corrupt \(.*\): set aside as \S+, .*$", re.M
+)
 _NO_ERROR = "no error recorded: see the task's log (a task failed from outside, e.g. marked failed, has none)"
 
 
@@ -305,3 +312,20 @@ def deadline_alert(context: dict[str, Any], experiment: str, within_secs: float)
     dag_id, run_id = str(dag_run.get("dag_id", "")), str(dag_run.get("dag_run_id", dag_run.get("run_id", "")))
     subject = f"autoexp LATE: experiment={experiment} run={run_id} not done {within_secs:g} s after queueing"
     return subject, f"{subject}\nstate: {dag_run.get('state', '-')}\n{run_link(dag_id, run_id)}"
+
+
+def rollbacks_in(log_text: str) -> list[tuple[str, str]]:
+    """(checkpoint, line) of every rollback a training's log records (``ROLLBACK_LINE``)."""
+    return [(m.group(1), m.group(0).strip()) for m in ROLLBACK_LINE.finditer(log_text)]
+
+
+def rollback_alert(
+    context: Context, experiment: str, log_path: str, checkpoint: str, line: str
+) -> tuple[str, str]:
+    """Subject and body of a corrupt checkpoint set aside by a training's job (one alert each)."""
+    dag_id, run_id = _run_of(context)
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    where = ti.task_id + (f"[{map_index}]" if map_index is not None and map_index >= 0 else "")
+    subject = f"autoexp ROLLBACK: experiment={experiment} task={where} checkpoint={checkpoint}"
+    return subject, f"{subject}\nlog={log_path}\n{line}\n{run_link(dag_id, run_id)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,6 +24,8 @@ from autoexp.campaign.alerts.messages import (
     failure_alert,
     resubmit_alert,
     retry_alert,
+    rollback_alert,
+    rollbacks_in,
     success_alert,
 )
 from autoexp.campaign.planning.settings import NotifierSettings
@@ -184,3 +186,28 @@ def task_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
         target = Target.of(notify)
         callbacks["on_retry_callback"] = CampaignNotifier(event="retry", experiment=experiment, target=target)
     return callbacks
+
+
+@dataclass(frozen=True)
+class RollbackAlert:
+    """One alert per checkpoint rollback a training's jobs made, from their logs (always on: a corrupt
+    checkpoint is worth knowing even when the training then finished)."""
+
+    experiment: str
+    target: Target
+
+    def __call__(self, context: Context, logs: Mapping[str, str]) -> int:
+        """Alert each rollback recorded in ``logs`` (log path -> text, each attempt's log read once);
+        returns how many were sent."""
+        sent = 0
+        for path, text in logs.items():
+            for checkpoint, line in rollbacks_in(text):
+                subject, body = rollback_alert(context, self.experiment, path, checkpoint, line)
+                self.target.send(subject, body, context)
+                sent += 1
+        return sent
+
+
+def rollback_alerts(experiment: str, notify: NotifierSettings) -> RollbackAlert:
+    """What reads a training's attempt logs calls to alert its rollbacks."""
+    return RollbackAlert(experiment, Target.of(notify))
