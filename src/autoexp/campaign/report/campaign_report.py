@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from slurm_operator.model.records import JobRecord
-from slurm_operator.model.states import FAILED_STATES
-from slurm_operator.policy.watchdog import elapsed_seconds
-from slurm_operator.remote.parsers import tres_counts
 
 from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.report.cost import WASTED_STATES as WASTED_STATES
+from autoexp.campaign.report.cost import attempt_hours as attempt_hours
+from autoexp.campaign.report.cost import cost, gpu_hours, hours_totals
 from autoexp.campaign.report.fit_validation import holdout
 from autoexp.campaign.report.lr_optimum import SweepPoint, optimum_law
-from autoexp.campaign.report.run_states import cell_state, job_number, latest
+from autoexp.campaign.report.run_states import cell_state, latest
 from autoexp.campaign.report.scaling_fit import FitError, Point, fit_law, frontier
 
 # Axes shown for each experiment when the campaign varies them (the names of config/scaling_exps.yaml).
@@ -24,8 +23,6 @@ PREFERRED_AXES = ("MODEL", "LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE", "BIAS_
 _HYPER = ("LR", "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE")
 # The swept hyperparameters of the optimum laws and their axes; each is compared at equal values of the other.
 _SWEPT = {"lr": "LR", "batch": "GLOBAL_BATCH_SIZE"}
-# A run ended in one of these lost the time after its last checkpoint (hung runs end CANCELLED).
-WASTED_STATES = frozenset(s.value for s in FAILED_STATES)
 
 
 @dataclass(frozen=True)
@@ -38,6 +35,7 @@ class PhaseSpec:
     tokens: int | None
     checkpoint_dir: str
     train_log: str = ""
+    start_tokens: int = 0  # a cooldown's tokens before its branch point: trained by its pretraining
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,7 @@ class ExperimentSpec:
                     "tokens": p.tokens,
                     "checkpoint_dir": p.checkpoint_dir,
                     "train_log": p.train_log,
+                    "start_tokens": p.start_tokens,
                 }
                 for p in self.phases
             ],
@@ -78,7 +77,14 @@ class ExperimentSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExperimentSpec:
         phases = tuple(
-            PhaseSpec(p["key"], tuple(p["jobs"]), p["tokens"], p["checkpoint_dir"], p.get("train_log", ""))
+            PhaseSpec(
+                p["key"],
+                tuple(p["jobs"]),
+                p["tokens"],
+                p["checkpoint_dir"],
+                p.get("train_log", ""),
+                int(p.get("start_tokens") or 0),
+            )
             for p in data["phases"]
         )
         return cls(
@@ -112,7 +118,14 @@ def experiment_specs(dag_plans: Sequence[DagPlan]) -> list[ExperimentSpec]:
             per_iter = planned.tokens_per_iter
             tokens = per_iter * planned.train_iters if per_iter else None
             phases.append(
-                PhaseSpec(planned.key, tuple(jobs), tokens, planned.checkpoint_dir, tasks.train.output_path)
+                PhaseSpec(
+                    planned.key,
+                    tuple(jobs),
+                    tokens,
+                    planned.checkpoint_dir,
+                    tasks.train.output_path,
+                    per_iter * planned.start_iter if per_iter else 0,
+                )
             )
         count = next((p["param_count"] for p in report.values()), None)
         axes = {k: str(values[k]) for k in varying if k in values and _short(values[k])}
@@ -136,82 +149,6 @@ def _int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-# ---- GPU-hours -----------------------------------------------------------------------------------
-
-
-def _timestamp(text: str) -> float | None:
-    try:  # sacct prints the cluster's local time without zone; read as this machine's local time
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-def attempt_hours(record: JobRecord, checkpoint_times: Iterable[float] = ()) -> dict[str, Any]:
-    """Hours of one Slurm run: elapsed x allocated GPUs (CPUs when none); wasted when it failed, timed
-    out, was preempted or cancelled (a hung run is cancelled): the time after its last checkpoint."""
-    tres = tres_counts(record.alloc_tres)
-    gpus = tres.get("gres/gpu") or sum(v for k, v in tres.items() if k.startswith("gres/gpu:"))
-    unit, count = ("gpu", gpus) if gpus else ("cpu", tres.get("cpu", 0.0))
-    seconds = elapsed_seconds(record.elapsed) or 0.0
-    wasted_seconds = 0.0
-    if record.state in FAILED_STATES:
-        start, end = _timestamp(record.start), _timestamp(record.end)
-        saved = [t for t in checkpoint_times if start is not None and end is not None and start <= t <= end]
-        wasted_seconds = seconds if not saved or end is None else min(seconds, max(0.0, end - max(saved)))
-    return {
-        "job_id": record.job_id,
-        "job_name": record.name,
-        "state": record.state.value,
-        "unit": unit,
-        "allocated": count,
-        "elapsed_s": seconds,
-        "hours": seconds * count / 3600.0,
-        "wasted_hours": wasted_seconds * count / 3600.0,
-    }
-
-
-def gpu_hours(
-    specs: Sequence[ExperimentSpec],
-    records: Sequence[JobRecord],
-    checkpoint_times: Mapping[str, Sequence[float]] | None = None,
-) -> list[dict[str, Any]]:
-    """One row per attempt (experiment, phase, job, attempt number), from one sacct of the campaign.
-
-    ``checkpoint_times``: epoch seconds of each phase's saved checkpoints, keyed by its checkpoint_dir.
-    """
-    where = {job: (s, p) for s in specs for p in s.phases for job in p.jobs}
-    rows: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for record in sorted(records, key=lambda r: (r.start or "~", job_number(r.job_id))):
-        if record.name not in where:
-            continue
-        spec, phase = where[record.name]
-        seen[record.name] = seen.get(record.name, 0) + 1
-        times = (checkpoint_times or {}).get(phase.checkpoint_dir, ())
-        rows.append(
-            {
-                "dag_id": spec.dag_id,
-                "experiment": spec.experiment,
-                "phase": phase.key,
-                "attempt": seen[record.name],
-                **attempt_hours(record, times if record.name == phase.jobs[0] else ()),
-            }
-        )
-    return rows
-
-
-def hours_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Total and wasted hours, and hours per unit (gpu or cpu)."""
-    units: dict[str, float] = {}
-    for r in rows:
-        units[r["unit"]] = units.get(r["unit"], 0.0) + r["hours"]
-    return {
-        "total": sum(r["hours"] for r in rows),
-        "wasted": sum(r["wasted_hours"] for r in rows),
-        "by_unit": units,
-    }
 
 
 # ---- the grid ------------------------------------------------------------------------------------
@@ -260,6 +197,7 @@ def grid(
             if p.jobs[0] in diverged and cells[p.key]["state"] == "diverged":
                 cells[p.key]["diverged_line"] = diverged[p.jobs[0]]
             cells[p.key]["gpu_hours"] = per_cell.get((s.dag_id, p.key), 0.0)
+            cells[p.key]["start_tokens"] = p.start_tokens
         entries.append(
             {
                 "dag_id": s.dag_id,
@@ -403,6 +341,7 @@ def build(
         "holdout": campaign_holdout(experiments),
         "lr_optimum": campaign_optimum(experiments, "lr"),
         "gpu_hours": totals,
+        "cost": cost(attempts, experiments),
         "plots": [],
     }
     if len({e["axes"].get(_SWEPT["batch"]) for e in experiments}) > 1:

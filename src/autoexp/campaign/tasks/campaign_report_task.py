@@ -17,6 +17,7 @@ from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report import run_states
 from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
+from autoexp.campaign.report.cost import cost_text
 
 log = logging.getLogger(__name__)
 
@@ -85,5 +86,6 @@ def build_campaign_report(
     log.info("%s", render.answer_text(campaign))  # the fit, the held-out check, the LR law
     hours = campaign["gpu_hours"]
     log.info("hours: total %.4f, wasted %.4f %s", hours["total"], hours["wasted"], hours["by_unit"])
+    log.info("what it cost:\n%s", "\n".join(cost_text(campaign["cost"])))
     log.info("report files in %s: %s", out_dir, ", ".join(f.name for f in files))
     return {"dir": str(out_dir), "files": [f.name for f in files], "total_hours": hours["total"]}
