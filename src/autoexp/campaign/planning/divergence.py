@@ -62,6 +62,10 @@ class RepeatedRule:
     pattern: str
     repeat: int
 
+    def to_spec(self) -> dict[str, Any]:
+        """The Slurm operator's form of a repeated fatal pattern."""
+        return {"pattern": self.pattern, "repeats": self.repeat}
+
 
 def padded_vocab(vocab_size: int, divisible_by: int = VOCAB_DIVISIBLE_BY, tensor_parallel: int = 1) -> int:
     """Megatron-LM's output layer size: the vocabulary rounded up to ``divisible_by`` x TP."""
@@ -126,3 +130,13 @@ def first_repeated_match(rule: RepeatedRule, text: str) -> tuple[int, str] | Non
         elif progress.search(line):
             run = 0
     return None
+
+
+def fatal_patterns_of(params: Mapping[str, Any]) -> dict[str, list[str | dict[str, Any]]]:
+    """A training's ``fatal_patterns``: ``FATAL_PATTERNS`` and, when its ``VOCAB_SIZE`` is known, the
+    dead model's rule (checked while the job runs: it is cancelled at the ``repeat``-th flat line)."""
+    patterns: list[str | dict[str, Any]] = list(MEGATRON_DIVERGED)
+    dead = dead_model_rule_of(params)
+    if dead is not None:
+        patterns.append(dead.to_spec())
+    return {DIVERGED: patterns}

@@ -18,6 +18,7 @@ from autoexp.campaign.planning.divergence import (
     FATAL_PATTERNS,
     dead_model_rule,
     dead_model_rule_of,
+    fatal_patterns_of,
     first_repeated_match,
 )
 from autoexp.campaign.planning.plan import plan_campaign
@@ -173,3 +174,10 @@ def test_the_rule_of_a_job_reads_its_vocab_size_and_tp() -> None:
     assert dead_model_rule_of({"VOCAB_SIZE": "{VOCAB}"}) is None
     with pytest.raises(ValueError, match="vocab_size 1 and intervals 5"):
         dead_model_rule(1)
+
+
+def test_a_trainings_patterns_add_the_dead_model_rule_when_its_vocabulary_is_known() -> None:
+    assert fatal_patterns_of({"VOCAB_SIZE": 384}) == {
+        DIVERGED: [*FATAL_PATTERNS[DIVERGED], {"pattern": dead_model_rule(384).pattern, "repeats": 5}]
+    }
+    assert fatal_patterns_of({}) == {DIVERGED: list(FATAL_PATTERNS[DIVERGED])}
