@@ -12,7 +12,10 @@ SUCCESS: Final = "success"  # the watched remote condition holds
 ENDED: Final = "ended"  # the job reached a terminal state (which: slurm_state); the operator judges it
 ERROR: Final = "error"  # the trigger could not find out (connection budget spent, job vanished, bug)
 HUNG: Final = "hung"  # the job runs but its watched files stopped changing: cancel and resubmit
-STATUSES: Final = frozenset({SUCCESS, ENDED, ERROR, HUNG})
+# the running job's log matched a fatal pattern: cancelled by the trigger (data: fatal, fatal_line,
+# cancelled), never resubmitted
+FATAL: Final = "fatal"
+STATUSES: Final = frozenset({SUCCESS, ENDED, ERROR, HUNG, FATAL})
 
 _FIELDS: Final = (
     "status",
@@ -35,7 +38,7 @@ class EventSchemaError(ValueError):
 class SlurmEvent:
     """Payload of every trigger event, as JSON primitives.
 
-    :param status: one of ``success``, ``ended``, ``error``, ``hung``.
+    :param status: one of ``success``, ``ended``, ``error``, ``hung``, ``fatal``.
     :param message: one human line saying what happened.
     :param job_id: the Slurm job id the event is about (None for path triggers).
     :param slurm_state: the Slurm state name (``COMPLETED``, ``TIMEOUT``...), if known.

@@ -59,6 +59,7 @@ def attempt_script_path(remote_dir: str, name: str, attempt: int) -> str:
 # What our cancels write into the marker. "hung" must stay the first word: a later try reads it
 # back to record a hung attempt its try died before recording.
 HUNG_REASON = "hung"
+FATAL_REASON = "fatal"  # ``fatal: <rule>: <line>``: the running job's log matched a fatal pattern
 ON_KILL_REASON = "on_kill: the task was stopped while its job ran (marked failed/success, or cleared)"
 TIMEOUT_REASON = "execution_timeout: the deferral timed out"
 

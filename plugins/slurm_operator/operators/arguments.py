@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator.model.records import Ledger
 from slurm_operator.operators.submission import SubmitSpec
+from slurm_operator.policy import fatal
 
 
 class OperatorArguments(Protocol):
@@ -24,7 +25,7 @@ class OperatorArguments(Protocol):
     max_attempts: int
     max_attempts_without_progress: int
     max_attempts_overall: int
-    fatal_patterns: dict[str, list[str]]
+    fatal_patterns: dict[str, Any]
     unknown_timeout: float
     progress_timeout: float | None
     startup_timeout: float
@@ -58,12 +59,10 @@ def check_arguments(op: OperatorArguments) -> None:
             re.compile(op.completion_regex)
         except re.error as exc:
             raise AirflowException(f"{task}: completion_regex {op.completion_regex!r}: {exc}") from None
-    for name, patterns in op.fatal_patterns.items():
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise AirflowException(f"{task}: fatal_patterns[{name!r}] {pattern!r}: {exc}") from None
+    try:
+        fatal.parse_rules(op.fatal_patterns)
+    except fatal.FatalSpecError as exc:
+        raise AirflowException(f"{task}: {exc}") from None
     if op.progress_pattern is not None:
         try:
             if re.compile(op.progress_pattern).groups < 1:
@@ -117,4 +116,6 @@ def job_trigger_kwargs(op: OperatorArguments, ledger: Ledger) -> dict[str, Any]:
         "startup_timeout": op.startup_timeout,
         "progress_paths": op.progress_paths,
         "progress_pattern": op.progress_pattern,
+        # Only when set: the kwargs of a wait without them stay as they were (DAG fingerprints).
+        **({"fatal_patterns": op.fatal_patterns} if op.fatal_patterns else {}),
     }

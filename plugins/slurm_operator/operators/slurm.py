@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -15,12 +16,14 @@ from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt, Ledger, Verdict
+from slurm_operator.model.states import SlurmState
 from slurm_operator.operators.arguments import check_arguments, job_trigger_kwargs, submit_spec
 from slurm_operator.operators.submission import SubmitFailed, submit_attempt
 from slurm_operator.operators.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.operators.worker_wait import relay_lines, wait_in_worker
 from slurm_operator.policy import cancels, completion, error_lines, recovery, resubmission
 from slurm_operator.policy.completion import CompletionRule
+from slurm_operator.policy.fatal import FatalSpec, parse_rules
 from slurm_operator.policy.resubmission import CompletionCheck, probe_progress
 from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT
 from slurm_operator.triggers.relay_position import RelayPosition, seed
@@ -54,10 +57,14 @@ class SlurmOperator(BaseOperator):
         (a PREEMPTED attempt is skipped: neither counted nor a progress).
     :param max_attempts_overall: submissions per task try whatever their end: the bound of a job that
         keeps advancing across time limits.
-    :param fatal_patterns: name -> regexes (``{"DIVERGED": [r"loss: nan"]}``), each searched in every
-        line of an ended job's log tail (unless it COMPLETED its work): a match records the attempt
-        with that name and the line (``Attempt.fatal``), verdict FATAL, and fails the task without
-        resubmission nor Airflow retry (AirflowFailException): the same input would end the same way.
+    :param fatal_patterns: name -> patterns, each a regex or ``{"pattern": regex, "repeats": m}``
+        (``{"DIVERGED": [r"loss: nan", {"pattern": r"grad norm: 0[.]0+ ", "repeats": 5}]}``; m
+        consecutive matching lines, counting the lines ``progress_pattern`` matches when it is set:
+        ``policy.fatal``). Searched in the running job's log as it is relayed (the trigger cancels
+        the job at the match, within a poll interval) and in an ended job's log tail (unless it
+        COMPLETED its work): a match records the attempt with that name and the line
+        (``Attempt.fatal``), verdict FATAL, and fails the task without resubmission nor Airflow
+        retry (AirflowFailException): the same input would end the same way.
     :param poll_interval: seconds between state polls (batched per cluster in the triggerer).
     :param deferrable: wait in the triggerer (default) or poll in the worker.
     :param stream_logs: relay new job log lines into the task log as ``[slurm <id>] ...``.
@@ -119,7 +126,7 @@ class SlurmOperator(BaseOperator):
         max_attempts: int = 10,
         max_attempts_without_progress: int = 3,
         max_attempts_overall: int = 100,
-        fatal_patterns: Mapping[str, Sequence[str]] | None = None,
+        fatal_patterns: FatalSpec | None = None,
         poll_interval: float = 60,
         deferrable: bool = True,
         stream_logs: bool = True,
@@ -150,7 +157,10 @@ class SlurmOperator(BaseOperator):
         self.max_attempts = max_attempts
         self.max_attempts_without_progress = max_attempts_without_progress
         self.max_attempts_overall = max_attempts_overall
-        self.fatal_patterns = {str(k): list(v) for k, v in (fatal_patterns or {}).items()}
+        # (a bare string is kept as given, for the check to name, not split into characters)
+        self.fatal_patterns = {
+            str(k): v if isinstance(v, str) else list(v) for k, v in (fatal_patterns or {}).items()
+        }
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.stream_logs = stream_logs
@@ -209,6 +219,10 @@ class SlurmOperator(BaseOperator):
             raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
         ledger.log_offset = ev.log_offset
         hung = ev.message if ev.status == events.HUNG else None
+        if ev.data.get("fatal"):  # the wait saw a fatal line (and, status FATAL, cancelled the job)
+            ended = replace(ended, fatal=str(ev.data["fatal"]), fatal_line=str(ev.data.get("fatal_line", "")))
+        if ev.status == events.FATAL:
+            ended = self._stop_fatal(ended, cancelled=bool(ev.data.get("cancelled")))
         return self._ended(context, self._hook(), ledger, ended, hung)
 
     def on_kill(self) -> None:
@@ -328,7 +342,20 @@ class SlurmOperator(BaseOperator):
         ended = wait_in_worker(hook, trigger, relay_lines(self.log, current.job_id))
         ledger.log_offset = ended.offset
         hung = ended.hung.message if ended.hung is not None else None
-        return self._ended(context, hook, ledger, ledger.current.ended(ended.record), hung)
+        attempt = ledger.current.ended(ended.record)
+        if ended.fatal is not None:
+            attempt = replace(attempt, fatal=ended.fatal.rule, fatal_line=ended.fatal.line)
+            attempt = self._stop_fatal(attempt, cancelled=False)
+        return self._ended(context, hook, ledger, attempt, hung)
+
+    def _stop_fatal(self, attempt: Attempt, *, cancelled: bool) -> Attempt:
+        """The running job whose log matched a fatal rule, cancelled (here, unless the trigger did)."""
+        if not cancelled:
+            why = f"{cancels.FATAL_REASON}: {attempt.fatal}: {attempt.fatal_line}"
+            self._cancel(attempt.job_id, attempt.log_path, f"{attempt.fatal}", why)
+        return replace(
+            attempt, state=SlurmState.CANCELLED, cancelled_by_airflow=f"{attempt.fatal} (fatal pattern)"
+        )
 
     def _ended(
         self, context: Context, hook: SlurmHook, ledger: Ledger, ended: Attempt, hung: str | None
@@ -352,7 +379,8 @@ class SlurmOperator(BaseOperator):
             self.max_attempts_without_progress,
             self.progress_command,
             self.max_attempts_overall,
-            tuple(resubmission.FatalRules(k, tuple(v)) for k, v in self.fatal_patterns.items()),
+            parse_rules(self.fatal_patterns),
+            self.progress_pattern,
         )
         try:
             judged, decision = resubmission.judge(

@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Ended:
-    """How the wait ended: the job's last record, the log offset relayed up to, and a hang alarm
-    (the job still runs then: the caller cancels it)."""
+    """How the wait ended: the job's last record, the log offset relayed up to, and a hang or fatal
+    alarm (the job still runs then: the caller cancels it)."""
 
     record: JobRecord
     offset: int
     hung: Alarm | None = None
+    fatal: Alarm | None = None
 
 
 def wait_in_worker(
@@ -86,6 +87,8 @@ def wait_in_worker(
         alarm = dog.observe(record, now=wall(), remote_now=states.remote_now, files=states.files)
         if alarm is not None and alarm.kind == "hung":
             return Ended(record, offset, alarm)
+        if alarm is not None and alarm.kind == "fatal":
+            return Ended(record, offset, fatal=alarm)
         if alarm is not None:
             raise AirflowException(f"Slurm job {spec.job_id} ({spec.log_path}): {alarm.message}")
         sleep(spec.poll_interval)

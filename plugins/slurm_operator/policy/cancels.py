@@ -16,11 +16,19 @@ from dataclasses import dataclass, replace
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
-from slurm_operator.model.naming import HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
+from slurm_operator.model.naming import FATAL_REASON, HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
 from slurm_operator.model.records import Attempt
 from slurm_operator.remote import commands, parsers
 
-__all__ = ["HUNG_REASON", "ON_KILL_REASON", "TIMEOUT_REASON", "CancelOrigin", "cancel_ours", "note_cancel"]
+__all__ = [
+    "FATAL_REASON",
+    "HUNG_REASON",
+    "ON_KILL_REASON",
+    "TIMEOUT_REASON",
+    "CancelOrigin",
+    "cancel_ours",
+    "note_cancel",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +71,7 @@ def note_cancel(hook: SlurmHook, attempt: Attempt) -> tuple[Attempt, str | None]
     cancel from outside (None for ours).
 
     Ours as hung (a try that died before recording it hung): recorded hung, judged as such.
+    Ours because its log matched a fatal rule (``fatal: <rule>: <line>``): recorded with that rule.
     Ours for another reason (on_kill, a timed-out deferral: the try that cancelled it is over):
     ``cancelled_by_airflow``, resubmitted by the policy. From outside: ``cancelled_by``. Raises
     CancelOriginUnknown if the marker is unreadable.
@@ -72,7 +81,12 @@ def note_cancel(hook: SlurmHook, attempt: Attempt) -> tuple[Attempt, str | None]
         return replace(attempt, cancelled_by=origin.who), outside_cancel_message(attempt, origin.who)
     if origin.reason.split(":", 1)[0] == HUNG_REASON:
         return replace(attempt, hung=origin.reason.partition(": ")[2] or origin.reason), None
-    return replace(attempt, cancelled_by_airflow=origin.reason), None
+    ours = replace(attempt, cancelled_by_airflow=origin.reason)
+    if origin.reason.split(":", 1)[0] == FATAL_REASON and attempt.fatal is None:
+        # ``fatal: <rule>: <line>``: the wait saw a fatal line and cancelled; judged FATAL again.
+        rule, _, line = origin.reason.partition(": ")[2].partition(": ")
+        return replace(ours, fatal=rule or FATAL_REASON, fatal_line=line), None
+    return ours, None
 
 
 def who_cancelled(hook: SlurmHook, attempt: Attempt) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -37,6 +36,7 @@ from slurm_operator.model.records import Attempt, Verdict
 from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
 from slurm_operator.policy.completion import read_tail
+from slurm_operator.policy.fatal import FatalRules
 
 logger = logging.getLogger(__name__)
 
@@ -78,27 +78,7 @@ class Caps:
     progress_command: str | None
     max_attempts_overall: int | None = None
     fatal: tuple[FatalRules, ...] = ()
-
-
-@dataclass(frozen=True)
-class FatalRules:
-    """Log lines that mean the job must not run again: the same input would end the same way.
-
-    :param name: what the user is told the attempt was (``DIVERGED``); also its recorded ``fatal``.
-    :param patterns: regexes, each searched in every line of the ended job's log tail (case-sensitive
-        unless the pattern says ``(?i)``).
-    """
-
-    name: str
-    patterns: tuple[str, ...]
-
-    def first_match(self, log_tail: str) -> str | None:
-        """The first line of ``log_tail`` a pattern matches (stripped), None when none does."""
-        compiled = [re.compile(p) for p in self.patterns]
-        for line in log_tail.splitlines():
-            if any(c.search(line) for c in compiled):
-                return line.strip()
-        return None
+    progress_pattern: str | None = None  # the lines a fatal pattern's ``repeats`` counts (``fatal``)
 
 
 # ----------------------------------------------------------------------------------- the policy
@@ -146,10 +126,12 @@ def _counted(baseline: str | None, attempts: Sequence[Attempt], probe: bool) -> 
     )
 
 
-def match_fatal(rules: Sequence[FatalRules], attempt: Attempt, log_tail: str) -> Attempt:
+def match_fatal(
+    rules: Sequence[FatalRules], attempt: Attempt, log_tail: str, progress_pattern: str | None = None
+) -> Attempt:
     """``attempt`` with the first rule whose pattern a line of ``log_tail`` matches, and that line."""
     for rule in rules:
-        line = rule.first_match(log_tail)
+        line = rule.first_match(log_tail, progress_pattern)
         if line is not None:
             return replace(attempt, fatal=rule.name, fatal_line=line)
     return attempt
@@ -248,15 +230,16 @@ def judge(
     ``cancels.CancelOriginUnknown`` (nothing to record) when whose cancel it was cannot be read.
     """
     current = attempts[-1]
-    if current.state is SlurmState.CANCELLED and current.hung is None:
+    if current.state is SlurmState.CANCELLED and current.hung is None and not current.cancelled_by_airflow:
         current, outside = cancels.note_cancel(hook, current)
         if outside is not None:
             raise CancelledFromOutside(outside, replace(current, verdict=Verdict.FAIL))
     progress = probe_progress(hook, caps.progress_command) if caps.progress_command else None
     current = replace(current, completion_ok=work_done, progress=progress)
     done = current.state is SlurmState.COMPLETED and current.hung is None and work_done is not False
-    if caps.fatal and not done:
-        current = match_fatal(caps.fatal, current, read_tail(hook, current.log_path))
+    if caps.fatal and not done and current.fatal is None:  # (the wait may have seen it already)
+        tail = read_tail(hook, current.log_path)
+        current = match_fatal(caps.fatal, current, tail, caps.progress_pattern)
     decision = decide(
         [*attempts[:-1], current],
         completion_ok=work_done,

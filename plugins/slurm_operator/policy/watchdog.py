@@ -9,6 +9,7 @@ from typing import Any
 
 from slurm_operator.model.records import JobRecord, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES, TERMINAL_STATES, SlurmState
+from slurm_operator.policy.fatal import FatalRules, FatalScan
 
 # Seconds a job may sit in a state the plugin cannot classify before the wait gives up.
 DEFAULT_UNKNOWN_TIMEOUT = 1800.0
@@ -25,10 +26,13 @@ _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 
 @dataclass(frozen=True)
 class Alarm:
-    """The watchdog's verdict: ``kind`` is ``unknown`` (fail the wait) or ``hung`` (cancel, resubmit)."""
+    """The watchdog's verdict: ``kind`` is ``unknown`` (fail the wait), ``hung`` (cancel, resubmit)
+    or ``fatal`` (cancel, never resubmit: ``rule`` names the fatal rule, ``line`` the log line)."""
 
     kind: str
     message: str
+    rule: str | None = None
+    line: str | None = None
 
 
 def elapsed_seconds(text: str) -> float | None:
@@ -196,6 +200,8 @@ class Watchdog:
     :param progress_pattern: a regex whose group 1 is the progress the job's log reports (e.g. a
         training iteration); once seen, a growing log alone is not progress (``ProgressMark``).
         Only where the waiter reads the log (it must call ``saw_log``).
+    :param fatal: rules whose match in the log read so far ends the wait at once (``policy.fatal``;
+        the pattern's ``repeats`` count the lines ``progress_pattern`` matches). Read by ``saw_log``.
     """
 
     job_id: str
@@ -204,15 +210,21 @@ class Watchdog:
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     paths: tuple[str, ...] = ()
     progress_pattern: str | None = None
+    fatal: tuple[FatalRules, ...] = ()
+    fatal_hit: tuple[str, str] | None = field(default=None, init=False)  # (rule, line)
     unknown_since: float | None = field(default=None, init=False)
     mark: ProgressMark | None = field(default=None, init=False)
     resumed: bool = field(default=False, init=False)  # ``resume`` was called
     # An earlier incarnation's unknown clock, for the next unclassifiable answer (``resume``).
     _stored_unknown: float | None = field(default=None, init=False)
 
+    _scan: FatalScan | None = field(default=None, init=False)
+
     def __post_init__(self) -> None:
         if self.progress_pattern:
             self.mark = ProgressMark(self.progress_pattern)
+        if self.fatal:
+            self._scan = FatalScan(self.fatal, self.progress_pattern)
 
     def clocks(self) -> Clocks:
         """The clocks to keep where a re-created trigger finds them."""
@@ -240,6 +252,8 @@ class Watchdog:
         """New complete lines of the job's log, read at cluster time ``remote_now``."""
         if self.mark is not None and text:
             self.mark.saw(text, remote_now)
+        if self._scan is not None and text and self.fatal_hit is None:
+            self.fatal_hit = self._scan.feed(text)
 
     @property
     def watching(self) -> bool:
@@ -255,6 +269,10 @@ class Watchdog:
         files: Mapping[str, RemoteStat] | None = None,
     ) -> Alarm | None:
         """Judge one poll answer taken at wall-clock ``now``; the first alarm ends the wait."""
+        if self.fatal_hit is not None:
+            rule, line = self.fatal_hit
+            message = f"job {record.job_id}: {rule}: its log says {line!r} (a fatal pattern); cancelling it"
+            return Alarm("fatal", message, rule, line)
         if is_unclassified(record.state):
             if self.unknown_since is None:
                 self.unknown_since = min(now, self._stored_unknown or now)

@@ -16,11 +16,17 @@ from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
-from slurm_operator.model.naming import ON_KILL_REASON, cancel_marker_path
+from slurm_operator.model.naming import FATAL_REASON, ON_KILL_REASON, cancel_marker_path
 from slurm_operator.model.records import JobRecord, Ledger, Verdict
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
-from slurm_operator.policy import completion
-from slurm_operator.policy.watchdog import DEFAULT_STARTUP_TIMEOUT, DEFAULT_UNKNOWN_TIMEOUT, Clocks, Watchdog
+from slurm_operator.policy import completion, fatal
+from slurm_operator.policy.watchdog import (
+    DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_UNKNOWN_TIMEOUT,
+    Alarm,
+    Clocks,
+    Watchdog,
+)
 from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
@@ -39,6 +45,11 @@ LOG_SETTLE_SECONDS = 3.0
 
 def _event(**kwargs: Any) -> TriggerEvent:
     return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
+
+
+def _fatal_data(hit: tuple[str, str] | None) -> dict[str, Any]:
+    """The event's ``data`` for a fatal rule the wait saw match: its name and the line."""
+    return {} if hit is None else {"fatal": hit[0], "fatal_line": hit[1]}
 
 
 def arguments(trigger: BaseTrigger, cls: type) -> dict[str, Any]:
@@ -77,6 +88,10 @@ class SlurmJobTrigger(BaseTrigger):
         integer: a training iteration); once it matched, only a new high of it or a change of
         ``progress_paths`` is progress, a log that merely grows is not (``watchdog.ProgressMark``;
         needs ``stream_logs``).
+    :param fatal_patterns: name -> patterns (``policy.fatal``: a regex, or ``{"pattern": regex,
+        "repeats": m}``), searched in the running job's new log lines as they are relayed (needs
+        ``stream_logs``): on a match the trigger cancels the job at once and ends the wait with a
+        ``fatal`` event naming the rule and the line; the operator never resubmits it.
     :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
         ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
         after writing the XCom the operator would return): no task process resumes to judge it.
@@ -105,9 +120,11 @@ class SlurmJobTrigger(BaseTrigger):
         completion_regex: str | None = None,
         completion_command: str | None = None,
         progress_pattern: str | None = None,
+        fatal_patterns: dict[str, list[Any]] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.progress_pattern = progress_pattern
+        self.fatal_patterns = fatal_patterns
         self.end_task_on_success = end_task_on_success
         self.completion_regex = completion_regex
         self.completion_command = completion_command
@@ -135,6 +152,7 @@ class SlurmJobTrigger(BaseTrigger):
     def watchdog(self) -> Watchdog:
         """The judgments of this wait; the watched files are the log and ``progress_paths``."""
         paths = [self.log_path] if self.log_path else []
+        reads_log = bool(self.stream_logs and self.log_path)
         return Watchdog(
             job_id=self.job_id,
             unknown_timeout=self.unknown_timeout,
@@ -142,7 +160,8 @@ class SlurmJobTrigger(BaseTrigger):
             startup_timeout=self.startup_timeout,
             paths=tuple(dict.fromkeys([*paths, *self.progress_paths])),
             # The mark reads the relayed lines: without them it would never see progress.
-            progress_pattern=self.progress_pattern if self.stream_logs and self.log_path else None,
+            progress_pattern=self.progress_pattern if reads_log else None,
+            fatal=fatal.parse_rules(self.fatal_patterns) if reads_log else (),
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -213,10 +232,19 @@ class SlurmJobTrigger(BaseTrigger):
                         if success is not None:
                             yield success
                             return
-                    yield self._final(events.ENDED, f"Slurm job {self.job_id} {ended}", record, book.offset)
+                    data = _fatal_data(dog.fatal_hit)
+                    message = f"Slurm job {self.job_id} {ended}"
+                    yield self._final(events.ENDED, message, record, book.offset, data)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
                 await book.keep(dog.clocks().to_dict())  # a clock that started: kept before it counts
+                if alarm is not None and alarm.kind == "fatal":
+                    # At once, here: every poll interval more is the whole allocation's time.
+                    self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
+                    cancelled = await self._cancel_fatal(hook, alarm)
+                    data = {**_fatal_data(dog.fatal_hit), "cancelled": cancelled}
+                    yield self._final(events.FATAL, alarm.message, record, book.offset, data)
+                    return
                 if alarm is not None:
                     # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
@@ -231,7 +259,9 @@ class SlurmJobTrigger(BaseTrigger):
             sub.close()
             book.close()
 
-    def _final(self, status: str, message: str, record: JobRecord, offset: int) -> TriggerEvent:
+    def _final(
+        self, status: str, message: str, record: JobRecord, offset: int, data: dict[str, Any] | None = None
+    ) -> TriggerEvent:
         """The final event about a job Slurm reported on: with its state, exit code and record."""
         return _event(
             status=status,
@@ -241,8 +271,23 @@ class SlurmJobTrigger(BaseTrigger):
             exit_code=record.exit_code,
             log_offset=offset,
             record=record.to_dict(),
+            data=data or {},
             carry=self.carry,
         )
+
+    async def _cancel_fatal(self, hook: AsyncSlurmHook, alarm: Alarm) -> bool:
+        """scancel the job whose log matched a fatal rule, with our marker; False when that failed
+        (the operator tries again)."""
+        marker = cancel_marker_path(self.log_path) if self.log_path else None
+        try:
+            await hook.cancel(
+                self.job_id, marker=marker, reason=f"{FATAL_REASON}: {alarm.rule}: {alarm.line}"
+            )
+        except SlurmError as exc:
+            self.log.warning("Slurm job %s: scancel failed: %s", self.job_id, exc)
+            return False
+        self.log.info("Slurm job %s cancelled: %s", self.job_id, alarm.rule)
+        return True
 
     async def _success(self, hook: AsyncSlurmHook, record: JobRecord, offset: int) -> TriggerEvent | None:
         """The task's success, when the completed job's completion checks pass; else None (the

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
+from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.model.records import HUNG, Attempt, JobRecord, JobStates, LogChunk, RemoteStat
@@ -39,7 +40,18 @@ def _op(**kwargs: Any) -> SlurmOperator:
             "max_attempts, max_attempts_without_progress and max_attempts_overall must be >= 1",
         ),
         ({"max_attempts_overall": 0}, "max_attempts, max_attempts_without_progress and max_attempts_overall"),
-        ({"fatal_patterns": {"DIVERGED": ["(nan"]}}, r"fatal_patterns\['DIVERGED'\] '\(nan': missing \)"),
+        (
+            {"fatal_patterns": {"DIVERGED": ["(nan"]}},
+            r"fatal_patterns\['DIVERGED'\]\[0\] '\(nan': missing \)",
+        ),
+        (
+            {"fatal_patterns": {"DEAD": [{"pattern": "x", "repeats": 0}]}},
+            r"fatal_patterns\['DEAD'\]\[0\]\.repeats: expected an integer >= 1, got 0",
+        ),
+        (
+            {"fatal_patterns": {"DEAD": "x"}},
+            r"fatal_patterns\['DEAD'\]: expected a list of patterns, got 'x'",
+        ),
         ({"progress_pattern": r"iteration \d+"}, r"progress_pattern .*: needs a group: its group 1 is"),
         ({"sbatch_args": ["--job-name=x"]}, "sbatch_args '--job-name=x': set job_name / output_path"),
         ({"sbatch_args": ["-o", "/x"]}, "sbatch_args '-o': set job_name / output_path"),
@@ -380,3 +392,29 @@ def test_a_task_process_opens_one_connection_to_the_cluster() -> None:
     assert op._hook() is first
     assert "_slurm_hook" not in op.template_fields
     assert _op()._hook() is not first  # another task, another connection
+
+
+def test_a_fatal_event_is_recorded_fatal_and_fails_the_task_without_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trigger cancelled the job: the operator records the rule and the line, never resubmits,
+    and raises AirflowFailException (no retry); it cancels nothing more."""
+    op, cluster = _op(fatal_patterns={"DEAD": [{"pattern": "grad norm: 0", "repeats": 2}]}), _Cluster()
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    monkeypatch.setattr(op, "_submit", lambda *_: pytest.fail("resubmitted"))
+    event = _hung_event([_attempt(1)])
+    event.update(status="fatal", data={"fatal": "DEAD", "fatal_line": "grad norm: 0", "cancelled": True})
+    store = _RwStore(None)
+    with pytest.raises(
+        AirflowFailException, match=r"^Slurm job 7 CANCELLED .* DEAD: its log says 'grad norm: 0'"
+    ):
+        op.execute_complete({"task_state_store": store}, event=event)  # type: ignore[arg-type]
+    (attempt,) = store.value["attempts"]
+    assert (attempt["state"], attempt["verdict"]) == ("CANCELLED", "fatal")
+    assert attempt["extra"]["fatal"] == "DEAD"
+    assert attempt["extra"]["fatal_line"] == "grad norm: 0"
+    assert cluster.cancelled == []  # the trigger did
+    event["data"]["cancelled"] = False  # its scancel failed: the operator cancels
+    with pytest.raises(AirflowFailException):
+        op.execute_complete({"task_state_store": _RwStore(None)}, event=event)  # type: ignore[arg-type]
+    assert cluster.markers == [("/r/a-7.out.airflow-cancel", "fatal: DEAD: grad norm: 0")]

@@ -54,6 +54,7 @@ JOB_KWARGS: dict[str, Any] = {
     "completion_regex": None,
     "completion_command": None,
     "progress_pattern": None,
+    "fatal_patterns": None,
 }
 
 
@@ -318,3 +319,31 @@ async def test_a_pending_job_s_reason_and_estimate_are_logged_once_per_change(
         "Slurm job 42 pending: Priority, est. start 2026-12-03T14:05",
         "Slurm job 42 pending: Resources, est. start 2026-12-03T14:05",
     ]
+
+
+async def test_a_fatal_line_in_the_running_job_s_log_cancels_it_at_once(cluster: FakeSlurm) -> None:
+    """The log reports a dead model for 3 log intervals: the poll that reads the third cancels the
+    job (with our marker, naming the rule and the line) and ends the wait with one ``fatal`` event."""
+    dead = "".join(f" iteration {i}/ 99 | lm loss: 5.951 | grad norm: 0.000 |\n" for i in (7, 8, 9))
+    cluster.states = [{"42": SlurmState.RUNNING}]
+    cluster.files["/r/job-42.out"] = "12345 iteration 6/ 99 | lm loss: 7.1 | grad norm: 3.1 |\n" + dead
+    rule = {"pattern": r"lm loss: 5\.95\d* \| grad norm: 0\.000 ", "repeats": 3}
+    kwargs = {"progress_pattern": r"\biteration\s+(\d+)/", "fatal_patterns": {"DEAD": [rule]}}
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}))
+    assert (ev.status, ev.slurm_state) == (events.FATAL, "RUNNING")
+    line = "iteration 9/ 99 | lm loss: 5.951 | grad norm: 0.000 |"
+    assert ev.message == f"job 42: DEAD: its log says {line!r} (a fatal pattern); cancelling it"
+    assert ev.data == {"fatal": "DEAD", "fatal_line": line, "cancelled": True}
+    assert cluster.cancelled == ["42"]
+    assert cluster.marked == [{"marker": "/r/job-42.out.airflow-cancel", "reason": f"fatal: DEAD: {line}"}]
+
+
+async def test_two_dead_intervals_of_three_do_not_stop_the_job(cluster: FakeSlurm) -> None:
+    dead = "".join(f" iteration {i}/ 99 | lm loss: 5.951 | grad norm: 0.000 |\n" for i in (7, 8))
+    cluster.states = [{"42": SlurmState.RUNNING}] * 3 + [{"42": SlurmState.COMPLETED}]
+    cluster.files["/r/job-42.out"] = "12345" + dead + " iteration 9/ 99 | lm loss: 5.9 | grad norm: 0.2 |\n"
+    rule = {"pattern": r"lm loss: 5\.95\d* \| grad norm: 0\.000 ", "repeats": 3}
+    kwargs = {"progress_pattern": r"\biteration\s+(\d+)/", "fatal_patterns": {"DEAD": [rule]}}
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}))
+    assert (ev.status, ev.slurm_state, ev.data) == (events.ENDED, "COMPLETED", {})
+    assert cluster.cancelled == []
