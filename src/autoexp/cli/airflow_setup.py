@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoexp.campaign.configs.planned_config import load_plans
-
-DEFAULT_SLOTS = 8
+from autoexp.campaign.preflight import job_limits
+from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
 
 
 class SetupError(Exception):
@@ -24,13 +24,18 @@ class PoolSetup:
     slots: int
     ssh_conn_id: str
     created: bool
+    limits: str = ""  # how the user's Slurm job limits bounded the slots, or why they were not read
 
 
 def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[PoolSetup]:
-    """Check every config's SSH connection exists, then create or update its pool, include-deferred.
+    """Check every config's SSH connection exists, then create or update its pool, include-deferred,
+    sized within the user's Slurm submit limit (read over that connection with sacctmgr).
 
-    An existing pool keeps its slots unless ``slots`` is given; a new one gets ``slots`` or 8. Deferred
-    tasks must count: the Slurm tasks wait deferred, and a pool that does not count them caps nothing.
+    An existing pool keeps its slots unless ``slots`` is given; a new one gets ``slots`` or 8; either
+    is lowered to the tightest submit limit (association or QOS), since each slot holds at most one
+    Slurm job and Slurm refuses submits above the limit. Deferred tasks must count: the Slurm tasks
+    wait deferred, and a pool that does not count them caps nothing. When the limits cannot be read
+    (cluster unreachable), the pool is sized as asked and the reason is reported.
     Raises SetupError, or what a broken config raises (``config_errors()``).
     """
     # Connections from the metadata DB as well as secrets backends, as `airflow connections get` reads them.
@@ -39,7 +44,7 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
     from airflow.models.pool import Pool
     from slurm_operator.airflow_internals import AirflowNotFoundException
 
-    wanted: dict[str, str] = {}
+    wanted: dict[str, tuple[str, Path]] = {}
     for config in configs:
         _, settings = load_plans(config)
         try:
@@ -49,11 +54,33 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
                 f"{config}: SSH connection {settings.ssh_conn_id!r} does not exist; create it first "
                 "(airflow connections add, see docs/dag-factory.md)"
             ) from None
-        wanted.setdefault(settings.pool_name, settings.ssh_conn_id)
+        wanted.setdefault(settings.pool_name, (settings.ssh_conn_id, config))
     done = []
-    for name, conn_id in wanted.items():
+    for name, (conn_id, config) in wanted.items():
         existing = Pool.get_pool(name)
-        count = slots if slots is not None else existing.slots if existing is not None else DEFAULT_SLOTS
+        count = slots if slots is not None else existing.slots if existing is not None else DEFAULT_POOL_SLOTS
+        count, note = _within_limits(conn_id, config, count)
         Pool.create_or_update_pool(name, count, f"autoexp: Slurm jobs over {conn_id}", include_deferred=True)
-        done.append(PoolSetup(name, count, conn_id, created=existing is None))
+        done.append(PoolSetup(name, count, conn_id, created=existing is None, limits=note))
     return done
+
+
+def _within_limits(conn_id: str, config: Path, count: int) -> tuple[int, str]:
+    """(slots, what the limits did to them) for a pool whose tasks use ``conn_id``."""
+    from slurm_operator.hooks.slurm import SlurmHook
+
+    from autoexp.campaign.preflight.doctor import probe_for
+
+    probe, _ = probe_for(config)
+    try:
+        with SlurmHook(conn_id, connect_retries=0) as hook:
+            limits = job_limits.read(hook, probe.account, probe.qos)
+    except Exception as exc:  # unreachable or no sacctmgr: the pool is still made, the reason said
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return count, f"job limits not read ({reason})"
+    sized = limits.pool_slots(count)
+    if limits.submit is None:
+        return sized, "no submit limit"
+    if sized < count:
+        return sized, f"lowered from {count} to {job_limits.words(limits.submit)}"
+    return sized, f"within {job_limits.words(limits.submit)}"

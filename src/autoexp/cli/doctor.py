@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from autoexp.campaign.preflight.doctor import Check, probe_for, run_checks
+from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
 
 
 def doctor(config: Path, overrides: Sequence[str] = (), conn_id: str | None = None) -> list[Check]:
@@ -25,4 +27,18 @@ def doctor(config: Path, overrides: Sequence[str] = (), conn_id: str | None = No
     with hook:
         if reply.stdout.strip() != "autoexp-doctor":
             return [Check("ssh", False, f"{conn}: the login shell printed {reply.stdout.strip()[:200]!r}")]
-        return run_checks(hook, probe, lambda tools: stage_tools(hook, tools))
+        route = hook.route_note or "host key accepted"
+        slots = pool_slots(probe.pool)
+        return run_checks(hook, probe, lambda tools: stage_tools(hook, tools), route=route, pool_slots=slots)
+
+
+def pool_slots(pool: str) -> int:
+    """The pool's slots now; the size ``airflow-setup`` would give it when it does not exist (yet)."""
+    os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # read the metadata DB, as airflow-setup
+    try:
+        from airflow.models.pool import Pool
+
+        found = Pool.get_pool(pool)
+    except Exception:  # no reachable metadata database: doctor checks the cluster, not Airflow
+        found = None
+    return found.slots if found is not None else DEFAULT_POOL_SLOTS

@@ -187,7 +187,10 @@ def _airflow_setup(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     for pool in done:
         verb = "created" if pool.created else "updated"
-        print(f"pool {pool.pool} {verb}: {pool.slots} slots, deferred tasks counted (SSH {pool.ssh_conn_id})")
+        print(
+            f"pool {pool.pool} {verb}: {pool.slots} slots, deferred tasks counted (SSH {pool.ssh_conn_id}); "
+            f"{pool.limits}"
+        )
     return 0
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from autoexp.cli.main import main
 from autoexp.config.builtins import tools_hash
+from tests.fixtures.jump_host import JumpHost
 from tests.fixtures.slurm_cluster import LocalCluster
 
 pytestmark = pytest.mark.slurm
@@ -28,12 +29,16 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def doctor(
-    capsys: pytest.CaptureFixture[str], config: Path, *fixes: str, campaign: str = "campaign"
+    capsys: pytest.CaptureFixture[str],
+    config: Path,
+    *fixes: str,
+    campaign: str = "campaign",
+    conn_id: str = "slurm_local",
 ) -> tuple[int, list[str]]:
     argv = ["doctor", str(config), "-f", f"DEMO_DIR={config.parent / campaign}"]
     for fix in fixes:
         argv += ["-f", fix]
-    code = main([*argv, "--conn-id", "slurm_local"])
+    code = main([*argv, "--conn-id", conn_id])
     out, err = capsys.readouterr()
     assert err.endswith("checks passed\n"), err
     # Airflow's and paramiko's log lines may share stdout; the report's lines are the OK/FAIL ones.
@@ -54,6 +59,7 @@ def test_all_right(slurm_cluster: LocalCluster, config: Path, capsys: pytest.Cap
         "ssh",
         "slurm commands",
         "accounting",
+        "job limits",
         f"sbatch --test-only {REPO}/include/sbatch/train_container_simple.sh",
         f"sbatch --test-only {REPO}/include/sbatch/convert_eval_checkpoint.sh",
         f"remote_dir {config.parent}/campaign/runs/demo_tiny_lr0.003_bs4/autoexp",
@@ -100,3 +106,27 @@ def test_unwritable_folder(
     (failed,) = _line(lines, "FAIL")
     assert failed.startswith(f"FAIL remote_dir {blocker}/stage: not writable: mkdir: ")
     assert "Not a directory" in failed
+
+
+def test_each_hop_through_a_jump_host(
+    jump_host: JumpHost,
+    config: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines = doctor(capsys, config, conn_id=jump_host.conn_id)
+    assert code == 0, lines
+    hops = f"jump host 127.0.0.1:{jump_host.port}, login host 127.0.0.1:{jump_host.cluster.ssh_port}"
+    assert lines[0].startswith(f"OK   ssh: connected, host key checked on {hops}; certificate valid until ")
+    known = tmp_path / "known_hosts"
+    known.write_text(jump_host.cluster.known_hosts.read_text())  # the jump host's key left out
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{jump_host.conn_id.upper()}", jump_host.conn_json(known_hosts=str(known))
+    )
+    code, lines = doctor(capsys, config, conn_id=jump_host.conn_id)
+    assert code == 1
+    assert lines == [
+        f"FAIL ssh: {jump_host.conn_id}: jump host 127.0.0.1:{jump_host.port}: host key not in known_hosts "
+        f"({known}); check the connection's host, user, key and host key"
+    ]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from autoexp.campaign.preflight import tool_stage
+from autoexp.campaign.preflight import job_limits, tool_stage
 
 MIN_FREE_GIB = 1.0
 
@@ -50,6 +50,9 @@ class Probe:
     container_args: str
     python: str
     tools: Sequence[tuple[str, str]]  # (TOOLS_ROOT, TOOLS_HASH)
+    pool: str = "slurm"  # the Airflow pool the config's Slurm tasks run in
+    account: str | None = None  # ACCOUNT and QOS, to pick the association and QOS whose limits apply
+    qos: str | None = None
 
 
 def _last_line(result: Result) -> str:
@@ -83,6 +86,16 @@ def slurm_checks(remote: Remote) -> Iterator[Check]:
         lambda out: f"on ({out}), sacct answers",
         "the DAGs follow jobs through sacct: ask the admins for slurmdbd accounting",
     )
+
+
+def limits_check(remote: Remote, probe: Probe, pool_slots: int) -> Check:
+    """The user's association/QOS job limits, and whether the pool's slots fit under them."""
+    try:
+        limits = job_limits.read(remote, probe.account, probe.qos)
+    except job_limits.LimitsParseError as exc:
+        return Check("job limits", False, f"{exc}; the pool cannot be sized against them")
+    ok, text = job_limits.pool_fit(limits, probe.pool, pool_slots)
+    return Check("job limits", ok, text)
 
 
 def script_checks(remote: Remote, scripts: Sequence[tuple[str, str]]) -> Iterator[Check]:
@@ -157,10 +170,19 @@ def import_check(remote: Remote, probe: Probe, root: str, digest: str) -> Check:
 Stager = Callable[[Sequence[tuple[str, str]]], object]
 
 
-def run_checks(remote: Remote, probe: Probe, stage: Stager) -> list[Check]:
-    """Every check in order; ``stage`` installs the tool folders (the Airflow side's stage_tools)."""
-    checks = [Check("ssh", True, "connected, host key accepted")]
+def run_checks(
+    remote: Remote,
+    probe: Probe,
+    stage: Stager,
+    *,
+    route: str = "host key accepted",
+    pool_slots: int = job_limits.DEFAULT_POOL_SLOTS,
+) -> list[Check]:
+    """Every check in order; ``stage`` installs the tool folders (the Airflow side's stage_tools);
+    ``route`` says which hops' host keys were checked; ``pool_slots`` is the pool's size now."""
+    checks = [Check("ssh", True, f"connected, {route}")]
     checks += slurm_checks(remote)
+    checks.append(limits_check(remote, probe, pool_slots))
     checks += script_checks(remote, probe.scripts)
     checks += container_checks(remote, probe.container_runtime, probe.container_image)
     checks.append(folder_check(remote, "remote_dir", probe.remote_dir))
@@ -202,5 +224,8 @@ def probe_for(config: Any, overrides: Sequence[str] = ()) -> tuple[Probe, str]:
         container_args=str(params.get("CONTAINER_ARGS", "")),
         python=str(params.get("PYTHON", "python3")),
         tools=tool_stage.targets([job.params for job in jobs]),
+        pool=settings.pool_name,
+        account=str(params["ACCOUNT"]) if params.get("ACCOUNT") else None,
+        qos=str(params["QOS"]) if params.get("QOS") else None,
     )
     return probe, settings.ssh_conn_id
