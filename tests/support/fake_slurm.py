@@ -25,6 +25,8 @@ class FakeSlurm:
     - ``states``: one ``{job_id: state}`` per poll round, consumed in order, the last one repeated
       (a FAILED job exits 3, every other 0; its elapsed time is ``clock - started``).
     - ``raw_state``: what Slurm printed, for a state the plugin cannot know (else the state's name).
+    - ``nodes``: job id -> its NodeList as sacct prints it (a hostlist: ``n[1-2]``; absent: none),
+      for a node fault a one-node local cluster cannot produce.
     - ``clock``: the cluster's clock (``remote_now``; 0 answers None), moved only by the test
       (``advance``), never by real time; ``started``: its value at the job's start.
     - ``files``: path -> text (read_log, read_text, stat); ``dirs``: path -> names (list_dir);
@@ -39,6 +41,7 @@ class FakeSlurm:
     def __init__(self) -> None:
         self.states: list[dict[str, SlurmState]] = []
         self.raw_state = ""
+        self.nodes: dict[str, str] = {}
         self.clock = 0.0
         self.started = 0.0
         self.files: dict[str, str] = {}
@@ -75,6 +78,7 @@ class FakeSlurm:
                 exit_code=3 if state is SlurmState.FAILED else 0,
                 elapsed=f"{run // 60}:{run % 60:02d}",
                 raw_state=self.raw_state or state.value,
+                node_list=self.nodes.get(job_id, ""),
             )
             for job_id, state in now.items()
             if job_id in job_ids

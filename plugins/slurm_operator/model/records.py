@@ -188,6 +188,7 @@ _EXTRA_FIELDS = {
     CANCELLED_BY_AIRFLOW: "cancelled_by_airflow",
     "fatal": "fatal",
     "fatal_line": "fatal_line",
+    "excluded_nodes": "excluded_nodes",
 }
 
 
@@ -220,6 +221,8 @@ class Attempt:
     :param cancelled_by_airflow: why the plugin itself cancelled it (on_kill, a timed-out deferral).
     :param fatal: the name of the fatal rule its log matched (``DIVERGED``), None when none did.
     :param fatal_line: the log line that matched it.
+    :param excluded_nodes: the nodes it was submitted without (``--exclude``), comma-separated, each
+        with why (``policy.nodes``): ``n3 (job 41 ended NODE_FAIL on it)``; None when none.
     :param extra: keys of a stored history this version does not know, kept as they were.
     :param try_number: the Airflow try that submitted (or re-attached to) the job.
     :param verdict: the operator's judgment of its end; None while unjudged: a later try
@@ -245,6 +248,7 @@ class Attempt:
     cancelled_by_airflow: str | None = None
     fatal: str | None = None
     fatal_line: str | None = None
+    excluded_nodes: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     try_number: int | None = None
     verdict: Verdict | None = None

@@ -11,6 +11,7 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator.model.records import Ledger
 from slurm_operator.operators.submission import SubmitSpec
 from slurm_operator.policy import fatal
+from slurm_operator.policy.completion import CompletionRule
 
 
 class OperatorArguments(Protocol):
@@ -25,6 +26,7 @@ class OperatorArguments(Protocol):
     max_attempts: int
     max_attempts_without_progress: int
     max_attempts_overall: int
+    max_excluded_nodes: int
     fatal_patterns: dict[str, Any]
     unknown_timeout: float
     progress_timeout: float | None
@@ -39,6 +41,7 @@ class OperatorArguments(Protocol):
     progress_paths: list[str]
     progress_pattern: str | None
     submit_lock: str | None
+    end_task_on_success: bool
 
 
 def check_arguments(op: OperatorArguments) -> None:
@@ -72,6 +75,10 @@ def check_arguments(op: OperatorArguments) -> None:
     if min(op.max_attempts, op.max_attempts_without_progress, op.max_attempts_overall) < 1:
         raise AirflowException(
             f"{task}: max_attempts, max_attempts_without_progress and max_attempts_overall must be >= 1"
+        )
+    if not isinstance(op.max_excluded_nodes, int) or op.max_excluded_nodes < 0:
+        raise AirflowException(
+            f"{task}: max_excluded_nodes must be an integer >= 0, got {op.max_excluded_nodes!r}"
         )
     if op.unknown_timeout <= 0 or op.startup_timeout < 0 or (op.progress_timeout or 0) < 0:
         raise AirflowException(
@@ -119,3 +126,12 @@ def job_trigger_kwargs(op: OperatorArguments, ledger: Ledger) -> dict[str, Any]:
         # Only when set: the kwargs of a wait without them stay as they were (DAG fingerprints).
         **({"fatal_patterns": op.fatal_patterns} if op.fatal_patterns else {}),
     }
+
+
+def ending_kwargs(op: OperatorArguments, rule: CompletionRule, own_rule: bool) -> dict[str, Any]:
+    """The trigger arguments that let it end the task on success: the checks it runs itself (none
+    when the operator has a rule of its own the trigger cannot run)."""
+    if not op.end_task_on_success or own_rule:
+        return {}
+    checks = {"completion_regex": rule.regex, "completion_command": rule.command}
+    return {"end_task_on_success": True, **checks} if rule.configured else {}

@@ -16,9 +16,8 @@ from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt, Ledger, Verdict
-from slurm_operator.model.states import SlurmState
-from slurm_operator.operators.arguments import check_arguments, job_trigger_kwargs, submit_spec
-from slurm_operator.operators.submission import SubmitFailed, submit_attempt
+from slurm_operator.operators.arguments import check_arguments, ending_kwargs, job_trigger_kwargs, submit_spec
+from slurm_operator.operators.submission import SubmitFailed, submit_attempt, without_bad_nodes
 from slurm_operator.operators.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.operators.worker_wait import relay_lines, wait_in_worker
 from slurm_operator.policy import cancels, completion, error_lines, recovery, resubmission
@@ -84,6 +83,11 @@ class SlurmOperator(BaseOperator):
         else sbatch" (one remote command): task instances sharing a ``job_name`` (runs of one DAG
         sweeping the same work) never both submit, even when Airflow's run limit is bypassed.
         None: submit without that check (a new try still re-attaches to an active job by name).
+    :param max_excluded_nodes: nodes a resubmission is sent away from at most (``sbatch
+        --exclude``): a single-node job's node that ended NODE_FAIL/BOOT_FAIL, a node on which two
+        attempts failed (``policy.nodes``), kept across the task's attempts and tries; the most
+        recently found are kept. 0: no exclusion. Keep it below the partition's nodes minus the
+        job's.
     :param end_task_on_success: let the trigger end the task when the job COMPLETED and
         ``completion_regex``/``completion_command`` pass (no task process resumes to judge it; see
         ``SlurmJobTrigger``). Needs one of them, and neither ``completion_check`` nor an
@@ -139,6 +143,7 @@ class SlurmOperator(BaseOperator):
         progress_pattern: str | None = None,
         submit_lock: str | None = None,
         end_task_on_success: bool = False,
+        max_excluded_nodes: int = 4,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -173,6 +178,7 @@ class SlurmOperator(BaseOperator):
         self.progress_pattern = progress_pattern
         self.submit_lock = submit_lock
         self.end_task_on_success = end_task_on_success
+        self.max_excluded_nodes = max_excluded_nodes
         self._ledger: Ledger | None = None  # the job history of the try running here, for on_kill
 
     # ----------------------------------------------------------------------------------- entry points
@@ -222,7 +228,7 @@ class SlurmOperator(BaseOperator):
         if ev.data.get("fatal"):  # the wait saw a fatal line (and, status FATAL, cancelled the job)
             ended = replace(ended, fatal=str(ev.data["fatal"]), fatal_line=str(ev.data.get("fatal_line", "")))
         if ev.status == events.FATAL:
-            ended = self._stop_fatal(ended, cancelled=bool(ev.data.get("cancelled")))
+            ended = resubmission.stop_fatal(self._hook(), ended, bool(ev.data.get("cancelled")), self.log)
         return self._ended(context, self._hook(), ledger, ended, hung)
 
     def on_kill(self) -> None:
@@ -270,17 +276,13 @@ class SlurmOperator(BaseOperator):
         exception here is logged and does not stop the resubmission."""
 
     # ----------------------------------------------------------------------------------- helpers
+    def _own_rule(self) -> bool:
+        """Whether the work-done rule is one the trigger cannot run (a subclass's or a callable)."""
+        own = type(self).is_work_done is not SlurmOperator.is_work_done
+        return own or self.completion_check is not None
+
     def _completion_rule(self) -> CompletionRule:
         return CompletionRule(regex=self.completion_regex, command=self.completion_command)
-
-    def _ending_kwargs(self) -> dict[str, Any]:
-        """The trigger arguments that let it end the task on success: the checks it runs itself."""
-        own_rule = type(self).is_work_done is not SlurmOperator.is_work_done
-        rule = self._completion_rule()
-        if not self.end_task_on_success or own_rule or self.completion_check is not None:
-            return {}
-        checks = {"completion_regex": rule.regex, "completion_command": rule.command}
-        return {"end_task_on_success": True, **checks} if rule.configured else {}
 
     def _hook(self) -> SlurmHook:
         """This task process's one connection to the cluster: every hook opens its own SSH connection,
@@ -319,11 +321,12 @@ class SlurmOperator(BaseOperator):
 
     def _submit(self, context: Context, hook: SlurmHook, ledger: Ledger) -> None:
         spec = submit_spec(self, ledger.name, self._output_pattern(ledger.name))
+        spec, excluded = without_bad_nodes(spec, ledger.attempts, self.max_excluded_nodes, self.log)
         try:
             attempt = submit_attempt(hook, spec, ledger.next_number(), _try_number(context), self.log)
         except SubmitFailed as exc:
             raise AirflowException(f"task {self.task_id}: {exc}") from None
-        ledger.add(attempt)
+        ledger.add(replace(attempt, excluded_nodes=excluded))
         # Recorded before anything else can fail, so a rebuilt operator can cancel or re-attach.
         self._record(context, ledger)
 
@@ -333,7 +336,10 @@ class SlurmOperator(BaseOperator):
 
     def _wait(self, context: Context, hook: SlurmHook, ledger: Ledger) -> list[dict[str, Any]]:
         current = ledger.current
-        trigger = self.make_job_trigger(**job_trigger_kwargs(self, ledger), **self._ending_kwargs())
+        trigger = self.make_job_trigger(
+            **job_trigger_kwargs(self, ledger),
+            **ending_kwargs(self, self._completion_rule(), self._own_rule()),
+        )
         if self.deferrable:
             # Where the trigger's relay starts and its watchdog clocks are kept (relay_position).
             seed(context["ti"], RelayPosition(current.job_id, current.log_path, trigger.log_offset))
@@ -345,17 +351,8 @@ class SlurmOperator(BaseOperator):
         attempt = ledger.current.ended(ended.record)
         if ended.fatal is not None:
             attempt = replace(attempt, fatal=ended.fatal.rule, fatal_line=ended.fatal.line)
-            attempt = self._stop_fatal(attempt, cancelled=False)
+            attempt = resubmission.stop_fatal(hook, attempt, False, self.log)
         return self._ended(context, hook, ledger, attempt, hung)
-
-    def _stop_fatal(self, attempt: Attempt, *, cancelled: bool) -> Attempt:
-        """The running job whose log matched a fatal rule, cancelled (here, unless the trigger did)."""
-        if not cancelled:
-            why = f"{cancels.FATAL_REASON}: {attempt.fatal}: {attempt.fatal_line}"
-            self._cancel(attempt.job_id, attempt.log_path, f"{attempt.fatal}", why)
-        return replace(
-            attempt, state=SlurmState.CANCELLED, cancelled_by_airflow=f"{attempt.fatal} (fatal pattern)"
-        )
 
     def _ended(
         self, context: Context, hook: SlurmHook, ledger: Ledger, ended: Attempt, hung: str | None

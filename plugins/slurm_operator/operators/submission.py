@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt
+from slurm_operator.policy import nodes
 from slurm_operator.policy.resubmission import TaskLog
 from slurm_operator.remote import commands
 
@@ -69,3 +70,16 @@ def submit_attempt(
     script_copy = naming.attempt_script_path(spec.remote_dir, spec.name, done.number)
     log.info("submitted attempt %d as Slurm job %s, log %s", done.number, done.job_id, log_path)
     return Attempt(done.number, done.job_id, log_path, script_copy, try_number=try_number)
+
+
+def without_bad_nodes(
+    spec: SubmitSpec, attempts: Sequence[Attempt], cap: int, log: TaskLog
+) -> tuple[SubmitSpec, str | None]:
+    """``spec`` sent away from the bad nodes of ``attempts`` (``policy.nodes``, at most ``cap``),
+    and the attempt's record of them (``n3 (why), ...``; None for none), said in ``log``."""
+    bad = nodes.bad_nodes(attempts, cap)
+    if not bad:
+        return spec, None
+    said = ", ".join(f"{node} ({why})" for node, why in bad.items())
+    log.warning("excluding node(s) %s", said)
+    return replace(spec, sbatch_args=commands.exclude_args(spec.sbatch_args, list(bad))), said

@@ -270,6 +270,21 @@ def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> At
     return replace(attempt, hung=why)
 
 
+def stop_fatal(hook: SlurmHook, attempt: Attempt, cancelled: bool, log: TaskLog) -> Attempt:
+    """The running job whose log matched a fatal rule, cancelled (here, unless the wait did:
+    ``cancelled``); recorded CANCELLED by us, with its rule. A failed scancel is logged: the task
+    fails anyway (never resubmitted), and the job's own end or time limit stops it."""
+    reason = f"{cancels.FATAL_REASON}: {attempt.fatal}: {attempt.fatal_line}"
+    if not cancelled:
+        log.warning("Slurm job %s: %s; cancelling it", attempt.job_id, reason)
+        try:
+            cancels.cancel_ours(hook, attempt.job_id, attempt.log_path, reason)
+        except SlurmError as exc:
+            log.warning("could not cancel Slurm job %s: %s", attempt.job_id, exc)
+    by_us = f"{attempt.fatal} (fatal pattern)"
+    return replace(attempt, state=SlurmState.CANCELLED, cancelled_by_airflow=by_us)
+
+
 def failure_message(
     hook: SlurmHook,
     attempt: Attempt,

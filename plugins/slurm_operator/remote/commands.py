@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from slurm_operator.model.states import ACTIVE_STATES, ADOPTABLE_STATES
+from slurm_operator.remote.hostlist import NODE_NAME
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
@@ -81,6 +82,24 @@ def sbatch(
             raise ValueError("empty script path")
         words.append(script_path)
     return shlex.join(words)
+
+
+def exclude_args(sbatch_args: Sequence[str], nodes: Sequence[str]) -> list[str]:
+    """``sbatch_args`` with ``nodes`` added to its ``--exclude=`` (or one of its own first: sbatch
+    takes the last of a repeated option, so a caller's ``-x``/``--exclude NODES`` still wins).
+    Each node name is checked (``hostlist.NODE_NAME``); the words are quoted by ``sbatch``."""
+    bad = [n for n in nodes if not NODE_NAME.match(n)]
+    if bad:
+        raise ValueError(f"not a node name: {bad[0]!r}")
+    if not nodes:
+        return list(sbatch_args)
+    args, merged = [], False
+    for arg in sbatch_args:
+        if arg.startswith("--exclude=") and not merged:
+            theirs = [n for n in arg.removeprefix("--exclude=").split(",") if n]
+            arg, merged = f"--exclude={','.join(dict.fromkeys([*theirs, *nodes]))}", True
+        args.append(arg)
+    return args if merged else [f"--exclude={','.join(nodes)}", *args]
 
 
 def job_states(ids: Iterable[str], *, watch: bool = False) -> str:

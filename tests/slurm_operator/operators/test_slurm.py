@@ -9,12 +9,17 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.model.records import HUNG, Attempt, JobRecord, JobStates, LogChunk, RemoteStat
+from slurm_operator.model.records import HUNG, Attempt, JobRecord, JobStates, Ledger, LogChunk, RemoteStat
 from slurm_operator.model.states import SlurmState
+from slurm_operator.operators.arguments import ending_kwargs
 from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.operators.worker_wait import wait_in_worker
 from slurm_operator.policy import recovery
+from slurm_operator.triggers import slurm_job
+from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
+
+from tests.support.fake_slurm import FakeSlurm
 
 
 def _op(**kwargs: Any) -> SlurmOperator:
@@ -376,7 +381,7 @@ class OwnRule(SlurmOperator):
     ],
 )
 def test_the_trigger_ends_the_task_only_with_checks_it_can_run_itself(op: SlurmOperator, ends: bool) -> None:
-    kwargs = op._ending_kwargs()
+    kwargs = ending_kwargs(op, op._completion_rule(), op._own_rule())
     assert kwargs.get("end_task_on_success", False) is ends
     if ends:
         assert (kwargs["completion_regex"], kwargs["completion_command"]) == (
@@ -418,3 +423,55 @@ def test_a_fatal_event_is_recorded_fatal_and_fails_the_task_without_retry(
     with pytest.raises(AirflowFailException):
         op.execute_complete({"task_state_store": _RwStore(None)}, event=event)  # type: ignore[arg-type]
     assert cluster.markers == [("/r/a-7.out.airflow-cancel", "fatal: DEAD: grad norm: 0")]
+
+
+class _Ti:
+    def xcom_push(self, key: str, value: Any) -> None: ...
+
+
+async def test_a_node_fail_is_resubmitted_without_its_node_and_the_exclusion_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NODE_FAIL on n2 (NodeList, from the same batched state query), then FAILED on n1 twice (each
+    fails its try; the retry submits the next attempt): every submission excludes each bad node the
+    attempt history holds so far. Debian's local Slurm runs one node, which cannot fail on demand:
+    the cluster is the shared fake (tests/support/fake_slurm.py) answering the trigger's poll."""
+    fake = FakeSlurm()
+    monkeypatch.setattr(SlurmPoller, "hook_factory", staticmethod(lambda _c: fake))
+    monkeypatch.setattr(slurm_job, "AsyncSlurmHook", lambda _c: fake)
+    op = _op(max_attempts=5)
+    monkeypatch.setattr(op, "_hook", lambda: _Cluster())
+    submitted: list[list[str]] = []
+
+    def submit(_hook: Any, spec: Any, number: int, try_number: Any, _log: Any) -> Attempt:
+        submitted.append(list(spec.sbatch_args))
+        job = str(6 + number)
+        return Attempt(number, job, f"/r/a-{job}.out", "/s", try_number=try_number)
+
+    monkeypatch.setattr("slurm_operator.operators.slurm.submit_attempt", submit)
+    monkeypatch.setattr(op, "_wait", lambda _c, _h, ledger: ledger.results())
+    store = _RwStore(None)
+    context: Any = {"task_state_store": store, "ti": _Ti()}
+    carry: dict[str, Any] = {"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0}
+    for job, state, node in (("7", SlurmState.NODE_FAIL, "n2"), ("8", SlurmState.FAILED, "n1"),
+                             ("9", SlurmState.FAILED, "n1")):  # fmt: skip
+        fake.states, fake.nodes = [{job: state}], {job: node}
+        trigger = SlurmJobTrigger(
+            ssh_conn_id="c", job_id=job, poll_interval=0.01, log_path=None, carry=carry, min_defer_seconds=0
+        )
+        (event,) = [e.payload async for e in trigger.run()]
+        assert event["record"]["node_list"] == node
+        if state is SlurmState.FAILED:
+            with pytest.raises(AirflowException, match=f"^Slurm job {job} FAILED"):
+                op.execute_complete(context, event=event)
+            op._submit(context, _Cluster(), Ledger.from_dict(store.value))  # type: ignore[arg-type]  # the retry
+        else:
+            op.execute_complete(context, event=event)
+        carry = store.value
+    assert submitted == [["--exclude=n2"], ["--exclude=n2"], ["--exclude=n2,n1"]]
+    assert [a["extra"].get("excluded_nodes") for a in store.value["attempts"]] == [
+        None,
+        "n2 (job 7 ended NODE_FAIL on it)",
+        "n2 (job 7 ended NODE_FAIL on it)",
+        "n2 (job 7 ended NODE_FAIL on it), n1 (the second failed attempt on it was job 9)",
+    ]

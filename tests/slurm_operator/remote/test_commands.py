@@ -23,6 +23,17 @@ def test_sbatch_inline_and_path() -> None:
     )
 
 
+def test_excluded_nodes_join_the_callers_exclude_or_come_first() -> None:
+    assert commands.exclude_args(["--time=1"], ["n2", "n3"]) == ["--exclude=n2,n3", "--time=1"]
+    assert commands.exclude_args(["--exclude=n1,n2", "-N2"], ["n2", "n3"]) == ["--exclude=n1,n2,n3", "-N2"]
+    assert commands.exclude_args(["--time=1"], []) == ["--time=1"]
+    # sbatch quotes every word; a name that is no node name never reaches a shell.
+    args = commands.exclude_args(["--job-name=a b"], ["gpu-01.ib"])
+    assert commands.sbatch(sbatch_args=args) == "sbatch --parsable --exclude=gpu-01.ib '--job-name=a b'"
+    with pytest.raises(ValueError, match="not a node name: 'n1;reboot'"):
+        commands.exclude_args([], ["n1;reboot"])
+
+
 def test_sbatch_environment_goes_through_env() -> None:
     cmd = commands.sbatch(script_path="/j.sh", environment={"CKPT_ITER": "100", "X": "a,b;$(rm -rf /)"})
     assert cmd == "env -- CKPT_ITER=100 'X=a,b;$(rm -rf /)' sbatch --parsable /j.sh"
