@@ -6,7 +6,6 @@ import errno
 import logging
 import posixpath
 import random
-import socket
 import time
 import uuid
 from collections.abc import Sequence
@@ -17,6 +16,8 @@ import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
 from slurm_operator.hooks import jump_connect, ssh_route
+from slurm_operator.hooks.paramiko_errors import TRANSIENT as _TRANSIENT
+from slurm_operator.hooks.paramiko_errors import describe_connect_error
 from slurm_operator.model.exceptions import (
     RemotePathNotFoundError,
     SlurmCommandError,
@@ -33,34 +34,6 @@ log = logging.getLogger(__name__)
 
 # Seconds a command's output may still come after its exit status (see SlurmHook._run_once).
 EOF_GRACE_S = 5.0
-
-# Errors worth a reconnect: the network or the sshd went away. A wrong key or host key is not.
-_TRANSIENT = (
-    EOFError,
-    ConnectionError,
-    socket.timeout,
-    TimeoutError,
-    paramiko.ssh_exception.NoValidConnectionsError,
-)
-
-
-def describe_connect_error(exc: BaseException) -> str:
-    """Say which of the usual SSH faults this is, in words a user can act on."""
-    if isinstance(exc, paramiko.BadHostKeyException):
-        return (
-            f"the host key does not match the connection's host_key (possible MITM or re-keyed host): {exc}"
-        )
-    if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed (wrong key or user): {exc}"
-    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
-        return f"unknown host key (set the connection's host_key extra): {exc}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError | ConnectionRefusedError):
-        return f"connection refused (sshd down or wrong port): {exc}"
-    if isinstance(exc, socket.gaierror):
-        return f"unknown host name: {exc}"
-    if isinstance(exc, socket.timeout | TimeoutError):
-        return f"timed out (host unreachable?): {exc}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 class SlurmHook:
