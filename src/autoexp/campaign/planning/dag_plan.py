@@ -6,7 +6,7 @@ when a training counts as done, how long a wait may last, what the report reads)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from slurm_operator.model import naming
 
 from autoexp.campaign.planning import fields, run_layout, training_log
-from autoexp.campaign.planning.divergence import FATAL_PATTERNS
+from autoexp.campaign.planning.divergence import fatal_patterns_of
 from autoexp.campaign.planning.model_size import param_count
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
 from autoexp.campaign.planning.schedule import dag_schedule
@@ -63,7 +63,8 @@ class TrainPlan:
     """A phase's training task: its script, log pattern, start condition and completion checks;
     ``job_name``: its Slurm job name, the same in every run (``job_name``); ``progress_pattern``:
     the iteration its log reports, its progress for hang detection; ``fatal_patterns``: the log
-    lines that end it without resubmission (``divergence.FATAL_PATTERNS``)."""
+    lines that end it without resubmission (``divergence.fatal_patterns_of``: a NaN, and a dead model's
+    loss for several log intervals)."""
 
     script_path: str
     output_path: str
@@ -74,7 +75,7 @@ class TrainPlan:
     progress_paths: tuple[str, ...]
     job_name: str
     progress_pattern: str = training_log.ITERATION_PROGRESS
-    fatal_patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    fatal_patterns: Mapping[str, Sequence[str | Mapping[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,7 @@ def _phase_tasks(
         progress_command=run_layout.tracker_value(phase.checkpoint_dir),
         progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
         job_name=names(phase.key, TRAIN_TASK),
-        fatal_patterns=FATAL_PATTERNS,
+        fatal_patterns=fatal_patterns_of(phase.train.params),
     )
     checkpoints = None
     if phase.convert is not None:

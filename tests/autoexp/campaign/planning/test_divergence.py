@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from slurm_operator.model.records import Attempt
-from slurm_operator.policy.resubmission import FatalRules, match_fatal
+from slurm_operator.policy.fatal import FatalRules, FatalScan, parse_rules
+from slurm_operator.policy.resubmission import match_fatal
 
+from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.planning.divergence import (
     DEAD_MODEL_INTERVALS,
@@ -28,6 +30,7 @@ from tests.autoexp.campaign.planning.jobs import campaign
 
 RULES = tuple(FatalRules(name, patterns) for name, patterns in FATAL_PATTERNS.items())
 LOGS = Path(__file__).parent / "data" / "training_logs"
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _match(text: str) -> str | None:
@@ -101,7 +104,17 @@ def test_the_torchrun_tail_of_a_nan_run_is_diverged_at_its_nan_line() -> None:
 def test_every_training_of_a_plan_stops_on_divergence() -> None:
     settings = AirflowSettings()
     dag = plan_dag(plan_campaign(campaign(exps=("a",)), settings)[0], settings)
-    assert [phase.train.fatal_patterns for phase in dag.phases] == [FATAL_PATTERNS] * len(dag.phases)
+    assert [phase.train.fatal_patterns for phase in dag.phases] == [
+        fatal_patterns_of(phase.train.params) for phase in dag.experiment.phases
+    ]
+
+
+def test_the_demos_trainings_stop_a_dead_model() -> None:
+    """config/demo.yaml's VOCAB_SIZE 384: each training's DIVERGED rule ends with the dead model's."""
+    plans, settings = load_plans(ROOT / "config" / "demo.yaml")
+    dag = plan_dag(plans[0], settings)
+    dead = {"pattern": dead_model_rule(384).pattern, "repeats": DEAD_MODEL_INTERVALS}
+    assert all(phase.train.fatal_patterns[DIVERGED][-1] == dead for phase in dag.phases)
 
 
 # ---- a dead model -----------------------------------------------------------------------------
@@ -181,3 +194,13 @@ def test_a_trainings_patterns_add_the_dead_model_rule_when_its_vocabulary_is_kno
         DIVERGED: [*FATAL_PATTERNS[DIVERGED], {"pattern": dead_model_rule(384).pattern, "repeats": 5}]
     }
     assert fatal_patterns_of({}) == {DIVERGED: list(FATAL_PATTERNS[DIVERGED])}
+
+
+def test_the_operators_live_scan_stops_the_real_dead_model_at_its_5th_flat_line() -> None:
+    """The Slurm plugin's FatalScan over the relayed log, one line per read as the trigger may see
+    it, with the training's patterns and progress pattern: iteration 9, as the pure rule says."""
+    scan = FatalScan(parse_rules(fatal_patterns_of({"VOCAB_SIZE": 384})), ITERATION_PROGRESS)
+    hits = [hit for line in DEAD_LOG.splitlines(keepends=True) if (hit := scan.feed(line))]
+    assert hits
+    assert hits[0][0] == DIVERGED
+    assert _iteration(hits[0][1]) == 9
