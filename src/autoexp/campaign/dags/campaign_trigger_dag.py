@@ -104,8 +104,10 @@ class BudgetApproval(ApprovalOperator):
         if not estimate.get("approval"):
             self.log.info("no approval needed:\n%s", estimate.get("text", ""))
             return None
-        self.subject = f"Start this slice: {estimate['gpu_hours']:,.1f} GPU-hours?"
-        self.body = f"```\n{estimate['text']}\n```"
+        head, *rest = str(estimate["text"]).splitlines()
+        self.subject = f"Start this slice: {head.removeprefix('estimate: ').split(' for ')[0]}?"
+        # Markdown: the headline, then one bullet per line (the UI joins plain lines into one).
+        self.body = "\n".join([head, "", *(f"- {line.strip()}" for line in rest)])
         return super().execute(context)
 
 

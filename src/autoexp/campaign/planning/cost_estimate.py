@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from autoexp.campaign.planning.campaign_slice import Selected
 from autoexp.campaign.planning.model_size import param_count
@@ -69,24 +70,31 @@ class SliceCost:
         return tuple(t for t in self.trainings if t.gpu_hours is None)
 
 
-def _count(params: Mapping[str, object], var: str) -> int:
+def _count(params: Mapping[str, Any], model: Mapping[str, Any], var: str) -> int:
+    """A job's count variable (nodes, GPUs per node), else the pretraining's; 1 when neither says."""
     value = params.get(var)
+    value = model.get(var) if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return 1
     try:
-        return max(1, int(str(value))) if value is not None and not isinstance(value, bool) else 1
+        return max(1, int(value))
     except ValueError:
         return 1
 
 
-def training_cost(dag_id: str, phase: PhasePlan, keys: Keys, tflops_per_gpu: float) -> TrainingCost:
-    """The estimate of one phase's training."""
-    params = phase.train.params
-    n = param_count(params)
+def training_cost(
+    dag_id: str, phase: PhasePlan, keys: Keys, tflops_per_gpu: float, model: Mapping[str, Any] | None = None
+) -> TrainingCost:
+    """The estimate of one phase's training; ``model``: the pretraining's variables, the model's shape
+    when the phase's job leaves it out (the pretraining's TRAIN job holds every variable)."""
+    params, model = phase.train.params, model or {}
+    n = param_count(params) or param_count(model)
     d = (
         None
         if phase.tokens_per_iter is None
         else (phase.train_iters - phase.start_iter) * phase.tokens_per_iter
     )
-    gpus = _count(params, keys.nodes) * _count(params, keys.gpus_per_node)
+    gpus = _count(params, model, keys.nodes) * _count(params, model, keys.gpus_per_node)
     hours = None if n is None or d is None else 6 * n * d / (tflops_per_gpu * TERA) / HOUR
     return TrainingCost(dag_id, phase.key, n, d, gpus, hours)
 
@@ -101,7 +109,8 @@ def slice_cost(
         phases = {p.key: p for p in by_id[chosen.dag_id].phases}
         for key in chosen.phases:
             phase = phases[key]
-            trainings.append(training_cost(chosen.dag_id, phase, keys, float(gate.tflops_per_gpu)))
+            model = by_id[chosen.dag_id].pretrain.train.params
+            trainings.append(training_cost(chosen.dag_id, phase, keys, float(gate.tflops_per_gpu), model))
             conversions += len(phase.checkpoints) if phase.convert is not None else 0
     return SliceCost(tuple(trainings), conversions, float(gate.tflops_per_gpu))
 
@@ -114,16 +123,21 @@ def needs_approval(cost: SliceCost, gate: GateSettings) -> bool:
     return threshold > 0 and (cost.gpu_hours > threshold or bool(cost.unknown))
 
 
+def _hours(value: float) -> str:
+    """1,234.5 as such; a toy campaign's 6e-09 not as 0.0."""
+    return f"{value:,.1f}" if value >= 0.1 or value == 0 else f"{value:.2g}"
+
+
 def describe(cost: SliceCost, gate: GateSettings) -> str:
     """The estimate in words: a headline, then the largest trainings (the task log, the approval's body)."""
     wall = [t.wall_hours for t in cost.trainings if t.wall_hours is not None]
     head = (
-        f"estimate: {cost.gpu_hours:,.1f} GPU-hours for {len(cost.trainings)} training(s) "
+        f"estimate: {_hours(cost.gpu_hours)} GPU-hours for {len(cost.trainings)} training(s) "
         f"(6·N·D FLOPs at {cost.tflops_per_gpu:g} TFLOP/s per GPU)"
     )
     lines = [head]
     if wall:
-        lines.append(f"  longest training: {max(wall):,.1f} h on its GPUs")
+        lines.append(f"  longest training: {_hours(max(wall))} h on its GPUs")
     if cost.unknown:
         lines.append(f"  {len(cost.unknown)} training(s) not estimated (model shape or tokens unknown)")
     lines.append(f"  {cost.conversions} conversion job(s), one per checkpoint, not costed")
@@ -138,6 +152,6 @@ def describe(cost: SliceCost, gate: GateSettings) -> str:
     for t in top[:5]:
         lines.append(
             f"  {t.dag_id} {t.phase}: N={t.params:,} D={t.tokens:,} on {t.gpus} GPU(s): "
-            f"{t.gpu_hours:,.2f} GPU-h"
+            f"{_hours(t.gpu_hours or 0)} GPU-h"
         )
     return "\n".join(lines)

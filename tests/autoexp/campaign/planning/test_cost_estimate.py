@@ -43,6 +43,15 @@ def test_a_cooldown_counts_only_the_tokens_after_its_branch_point() -> None:
     assert cost.gpu_hours == pytest.approx(0.4)
 
 
+def test_a_phase_job_without_the_model_shape_takes_the_pretrainings() -> None:
+    cooldown = _phase("cooldown_1B", 2000, 1500)
+    bare = PhasePlan(**{**cooldown.__dict__, "train": FakeJob("cooldown_train", {"NUM_LAYERS": None})})
+    assert training_cost("dag_exp", bare, Keys(), 100).params is None
+    cost = training_cost("dag_exp", bare, Keys(), 100, model=SHAPE)
+    assert (cost.params, cost.gpus) == (48_000_000, 8)
+    assert cost.gpu_hours == pytest.approx(0.4)
+
+
 def test_the_slice_sums_its_selected_phases_and_counts_conversions() -> None:
     plan = _plan(_phase("pretrain", 2000, 0), _phase("cooldown_1B", 2000, 1500))
     both = slice_cost(
@@ -82,7 +91,7 @@ def test_the_text_says_the_total_the_assumption_and_the_verdict() -> None:
         "  longest training: 0.2 h on its GPUs",
         "  4 conversion job(s), one per checkpoint, not costed",
         "  approval: needed (airflow.gate.gpu_hours_threshold: 1)",
-        "  dag_exp pretrain: N=48,000,000 D=2,000,000,000 on 8 GPU(s): 1.60 GPU-h",
+        "  dag_exp pretrain: N=48,000,000 D=2,000,000,000 on 8 GPU(s): 1.6 GPU-h",
     ]
 
 
