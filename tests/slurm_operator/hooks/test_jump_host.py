@@ -15,6 +15,7 @@ from slurm_operator.hooks.ssh_route import RouteError, certificate_status, parse
 from slurm_operator.model.exceptions import SlurmConnectionError
 
 from tests.fixtures.jump_host import JumpHost
+from tests.fixtures.scripts import free_ports
 
 pytestmark = pytest.mark.slurm
 
@@ -90,6 +91,14 @@ def test_each_hop_host_key_is_checked(
     with pytest.raises(SlurmConnectionError) as target:
         SlurmHook(jump_host.conn_id, connect_retries=0).run("true")
     assert str(target.value).startswith(f"login host 127.0.0.1:{cluster.ssh_port}: host key does not match")
+
+
+def test_a_jump_host_that_is_down_is_named(jump_host: JumpHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    (port,) = free_ports(1)  # nothing listens there
+    monkeypatch.setenv(ENV, jump_host.conn_json(proxy_jump=f"{jump_host.cluster.ssh_user}@127.0.0.1:{port}"))
+    with pytest.raises(SlurmConnectionError) as down:
+        SlurmHook(jump_host.conn_id, connect_retries=1).run("true")  # retried once: it may come back
+    assert str(down.value) == f"jump host 127.0.0.1:{port}: connection refused (sshd down or wrong port)"
 
 
 def test_proxy_jump_from_an_ssh_config_file(
