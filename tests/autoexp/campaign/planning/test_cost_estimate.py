@@ -103,3 +103,19 @@ def test_the_gate_keys_are_checked_with_one_line() -> None:
         parse_settings({"gate": {"tflops_per_gpu": 0}})
     with pytest.raises(SettingsError, match=r"airflow.gate.always: expected bool, got 'yes please'$"):
         parse_settings({"gate": {"always": "yes please"}})
+
+
+def test_the_seed_campaign_is_113_gpu_hours_at_100_tflops() -> None:
+    from autoexp.campaign.configs.planned_config import load_plans
+    from autoexp.campaign.planning import campaign_slice as cs
+    from tests.support.checkout import REPO_ROOT
+
+    plans, settings = load_plans(REPO_ROOT / "config" / "scaling_exps.yaml")
+    everything = cs.select_slice(cs.slice_table(plans, [], settings.keys, every_variable=True), {})
+    cost = slice_cost(plans, everything, settings.keys, GateSettings())
+    assert (len(cost.trainings), cost.conversions, cost.unknown) == (540, 1980, ())
+    assert round(cost.gpu_hours, 1) == 113.3
+    # The largest: 50M (N = 40,550,400) on 2,000,158,720 tokens, 1.35 GPU-hours on 4 GPUs.
+    assert max(t.wall_hours or 0 for t in cost.trainings) == pytest.approx(
+        6 * 40_550_400 * 2_000_158_720 / 1e14 / 3600 / 4
+    )
