@@ -4,6 +4,7 @@ reconnect without a new hook."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +92,35 @@ def test_each_hop_host_key_is_checked(
     with pytest.raises(SlurmConnectionError) as target:
         SlurmHook(jump_host.conn_id, connect_retries=0).run("true")
     assert str(target.value).startswith(f"login host 127.0.0.1:{cluster.ssh_port}: host key does not match")
+
+
+async def test_a_direct_connection_offers_the_certificate_and_reads_a_renewal(
+    jump_host: JumpHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No jump: the SSH provider's path, to a host that trusts only the CA (the jump sshd itself)."""
+    conn = json.loads(
+        jump_host.conn_json(proxy_jump=None, host_key=" ".join(jump_host.host_line.split()[1:]))
+    )
+    conn["port"] = jump_host.port
+    monkeypatch.setenv(ENV, json.dumps(conn))
+    with SlurmHook(jump_host.conn_id, connect_retries=0) as hook:
+        assert hook.run("true").exit_status == 0
+        jump_host.sign("20200101:20200102", serial=6)
+        hook.close()
+        with pytest.raises(SlurmConnectionError, match=r"^certificate .* expired at 2020-01-02 00:00 UTC"):
+            hook.run("true")
+        jump_host.sign(serial=7)
+        hook.close()
+        assert hook.run("true").exit_status == 0
+    async_hook = AsyncSlurmHook(jump_host.conn_id, reconnect_attempts=0)
+    try:
+        assert (await async_hook.run("true")).exit_status == 0
+        assert async_hook.shared.jumps == []
+    finally:
+        await async_hook.close()
+    log = jump_host.log_file.read_text()
+    assert "ID autoexp-test-7 (serial 7)" in log
+    assert log.count("ID autoexp-test-7 (serial 7)") >= 2  # the sync and the async connection
 
 
 def test_a_jump_host_that_is_down_is_named(jump_host: JumpHost, monkeypatch: pytest.MonkeyPatch) -> None:
