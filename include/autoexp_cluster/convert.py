@@ -11,9 +11,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from autoexp_cluster.ckpt_reader import CheckpointError, read_checkpoint
+from autoexp_cluster.export_check import ExportMismatchError, LogitCheck, check_export
 from autoexp_cluster.hf_mapping import (
+    Arch,
     UnreadableArgError,
     UnsupportedArchitectureError,
     arch_from_args,
@@ -61,11 +64,13 @@ def _copy_tokenizer(source: str | None, out: Path) -> bool:
         return False
 
 
-def convert(load: Path, save: Path, tokenizer: str | None = None) -> str:
+def convert(load: Path, save: Path, tokenizer: str | None = None, check: bool = True) -> str:
     """Convert ``load`` (iter dir or checkpoints dir) into ``save``; returns the HF family used.
 
     The directory appears atomically: everything is written to ``save.tmp`` and renamed, so a
-    killed conversion never leaves a half-written model that an evaluator could load.
+    killed conversion never leaves a half-written model that an evaluator could load. With ``check``
+    the written model's logits are compared with megatron-core's (``export_check``) before the
+    rename; the figures go to config.json's ``autoexp.logit_check`` and a mismatch writes nothing.
     """
     from safetensors.torch import save_file
 
@@ -97,6 +102,16 @@ def convert(load: Path, save: Path, tokenizer: str | None = None) -> str:
     if family == "autoexp_llama":
         for name in ("configuration_autoexp_llama.py", "modeling_autoexp_llama.py"):
             shutil.copy2(REMOTE_DIR / name, tmp / name)
+    if check:
+        result = _check(load, save, tmp, arch, ckpt.tensors, dtype, family)
+        config["autoexp"]["logit_check"] = result.as_dict()
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        log.info(
+            "logit check: max |logit diff| %.3g <= tolerance %.3g (%s, %dx%d tokens, %.2fs)",
+            result.max_abs_diff, result.tolerance, result.dtype, *result.tokens, result.seconds,
+        )  # fmt: skip
+    else:
+        log.warning("logit check skipped (--no-logit-check): %s is converted unchecked", load)
     tok_source = tokenizer or getattr(ckpt.args, "tokenizer_model", None)
     if not _copy_tokenizer(tok_source, tmp):
         log.warning("no tokenizer written to %s (source %r)", save, tok_source)
@@ -105,6 +120,31 @@ def convert(load: Path, save: Path, tokenizer: str | None = None) -> str:
     os.replace(tmp, save)
     log.info("converted %s (%s, iteration %d) -> %s as %s", load, ckpt.fmt, ckpt.iteration, save, family)
     return family
+
+
+def _check(
+    load: Path, save: Path, tmp: Path, arch: Arch, tensors: dict[str, Any], dtype: Any, family: str
+) -> LogitCheck:
+    # Any failure removes the unchecked model: an export is either checked or absent.
+    try:
+        result = check_export(tmp, arch, tensors, dtype, remote_code=family == "autoexp_llama")
+    except ImportError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConversionError(
+            f"{load}: the logit check needs megatron-core and transformers ({exc}); "
+            "--no-logit-check converts without it"
+        ) from exc
+    except (KeyError, ExportMismatchError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConversionError(f"{load}: logit check impossible: {exc}; nothing written to {save}") from exc
+    if not result.passed:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConversionError(
+            f"{load}: exported logits differ from Megatron's: max |logit diff| {result.max_abs_diff:.3g} > "
+            f"tolerance {result.tolerance:.3g} ({result.dtype}, max |logit| {result.max_abs_logit:.3g}, "
+            f"{result.tokens[0]}x{result.tokens[1]} tokens); nothing written to {save}"
+        )
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,10 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tokenizer", default=None, help="tokenizer dir (default: the checkpoint's --tokenizer-model)"
     )
+    p.add_argument(
+        "--no-logit-check",
+        action="store_true",
+        help="skip comparing the export's logits with megatron-core's (needs megatron-core)",
+    )
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        family = convert(args.load, args.save, args.tokenizer)
+        family = convert(args.load, args.save, args.tokenizer, check=not args.no_logit_check)
     except ConversionError as exc:
         print(f"convert: error: {exc}", file=sys.stderr)
         return 1

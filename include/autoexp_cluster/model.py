@@ -7,6 +7,16 @@ from typing import Any
 
 import torch
 
+# Fused kernels need Apex/TE; the unfused paths compute the same function.
+UNFUSED = {
+    "bias_activation_fusion": False,
+    "masked_softmax_fusion": False,
+    "bias_dropout_fusion": False,
+    "apply_rope_fusion": False,
+    "gradient_accumulation_fusion": False,
+    "persist_layer_norm": False,
+}
+
 
 def transformer_config(args: argparse.Namespace) -> Any:
     """The ``TransformerConfig`` Megatron-LM would derive from these arguments."""
@@ -32,32 +42,53 @@ def transformer_config(args: argparse.Namespace) -> Any:
         qk_layernorm=args.qk_layernorm,
         rotary_interleaved=args.rotary_interleaved,
         use_cpu_initialization=True,
-        # Fused kernels need Apex/TE; the unfused paths compute the same function.
-        bias_activation_fusion=False,
-        masked_softmax_fusion=False,
-        bias_dropout_fusion=False,
-        apply_rope_fusion=False,
-        gradient_accumulation_fusion=False,
-        persist_layer_norm=False,
+        **UNFUSED,
     )
 
 
-def build_model(args: argparse.Namespace, vocab_size: int) -> Any:
-    """``GPTModel`` with the local (non-Transformer-Engine) layer spec; ``vocab_size`` is already padded."""
+def gpt_model(
+    config: Any,
+    vocab_size: int,
+    max_positions: int,
+    position: str,
+    rotary_percent: float,
+    rotary_base: float,
+    tied: bool,
+    pre_process: bool = True,
+    post_process: bool = True,
+) -> Any:
+    """``GPTModel`` with the local (non-Transformer-Engine) layer spec; ``vocab_size`` is already padded.
+
+    ``pre_process``/``post_process``: this pipeline stage holds the embedding / the output layer.
+    """
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    config = transformer_config(args)
-    spec = get_gpt_layer_local_spec(qk_layernorm=args.qk_layernorm, normalization=args.normalization)
+    spec = get_gpt_layer_local_spec(qk_layernorm=config.qk_layernorm, normalization=config.normalization)
     return GPTModel(
         config=config,
         transformer_layer_spec=spec,
         vocab_size=vocab_size,
-        max_sequence_length=args.max_position_embeddings,
-        position_embedding_type=args.position_embedding_type,
-        rotary_percent=args.rotary_percent,
-        rotary_base=args.rotary_base,
-        share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
+        max_sequence_length=max_positions,
+        position_embedding_type=position,
+        rotary_percent=rotary_percent,
+        rotary_base=int(rotary_base),
+        share_embeddings_and_output_weights=tied,
+        pre_process=pre_process,
+        post_process=post_process,
+    )
+
+
+def build_model(args: argparse.Namespace, vocab_size: int) -> Any:
+    """``GPTModel`` for Megatron-LM arguments (what the trainer trains)."""
+    return gpt_model(
+        transformer_config(args),
+        vocab_size,
+        args.max_position_embeddings,
+        args.position_embedding_type,
+        args.rotary_percent,
+        args.rotary_base,
+        tied=not args.untie_embeddings_and_output_weights,
     )
 
 

@@ -31,8 +31,11 @@ BASE = [
 ROPE_RMS_SWIGLU = ["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu"]
 
 
-def megatron_checkpoint(extra: list[str], fmt: str, save: Path) -> Any:
-    """Save a perturbed model in ``fmt`` to ``save`` (iteration 1); return the model (eval mode)."""
+def megatron_checkpoint(extra: list[str], fmt: str, save: Path, dtype: str = "float32") -> Any:
+    """Save a perturbed model in ``fmt`` to ``save`` (iteration 1); return the model (eval mode).
+
+    ``dtype="bfloat16"`` stores bf16 weights, as Megatron-LM's ``--bf16`` runs do.
+    """
     import torch
     from autoexp_cluster.checkpointing import save_checkpoint
     from autoexp_cluster.megatron_args import parse_args
@@ -47,13 +50,14 @@ def megatron_checkpoint(extra: list[str], fmt: str, save: Path) -> Any:
         # Norm weights start at 1 and biases at 0: perturb everything so every mapping is exercised.
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
+    model.to(getattr(torch, dtype))
     opt = build_optimizer(model, args)
     save_checkpoint(save, 1, model, opt, build_scheduler(opt, args), args, fmt)
     return model.eval()
 
 
 def max_logit_error(model: Any, hf_dir: Path) -> float:
-    """Max |Megatron logits - HF logits| on fixed random tokens (fp32, batch 2 x 16)."""
+    """Max |Megatron logits - HF logits| on fixed random tokens (batch 2 x 16, in the model's dtype)."""
     import torch
     from autoexp_cluster.model import causal_mask
     from transformers import AutoModelForCausalLM
@@ -62,10 +66,11 @@ def max_logit_error(model: Any, hf_dir: Path) -> float:
     positions = torch.arange(16).expand(2, 16)
     with torch.no_grad():
         expected = model(tokens, positions, causal_mask(16, torch.device("cpu")))
-        hf = AutoModelForCausalLM.from_pretrained(hf_dir, trust_remote_code=True).eval()
+        dtype = next(model.parameters()).dtype
+        hf = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=dtype, trust_remote_code=True).eval()
         got = hf(tokens).logits
     assert got.shape == expected.shape
-    return float((got - expected).abs().max().item())
+    return float((got.float() - expected.float()).abs().max().item())
 
 
 def tiny_argv(data: DemoData, run_dir: Path | None, *extra: str, train_iters: int = 12) -> list[str]:

@@ -1,12 +1,15 @@
-"""Converter exactness: Megatron logits == HF logits (<= 1e-4, fp32) for every family, both formats."""
+"""Converter exactness: Megatron logits == HF logits (fp32 <= 1e-4, bf16 within its tolerance)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from autoexp_cluster.convert import ConversionError, convert
+from autoexp_cluster.export_check import tolerance_for
 
 from tests.autoexp_cluster.conftest import ROPE_RMS_SWIGLU, max_logit_error, megatron_checkpoint
 
@@ -36,6 +39,23 @@ def test_converted_logits_match_megatron(
     assert convert(tmp_path / "ckpt", tmp_path / "hf") == family
     assert max_logit_error(model, tmp_path / "hf") <= 1e-4
     assert not (tmp_path / "hf.tmp").exists()
+
+
+@pytest.mark.parametrize(("extra", "family"), [pytest.param(e, f, id=i) for i, e, f in VARIANTS])
+def test_bf16_checkpoints_convert_within_the_bf16_tolerance(
+    extra: list[str], family: str, megatron_runtime: Any, tmp_path: Path
+) -> None:
+    # Megatron-LM's --bf16 runs store bf16 weights; the export keeps them bit for bit in bf16.
+    from safetensors import safe_open
+
+    model = megatron_checkpoint(extra, "torch_dist", tmp_path / "ckpt", "bfloat16")
+    assert convert(tmp_path / "ckpt", tmp_path / "hf") == family
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()}  # noqa: SIM118 (safe_open is no dict) == {torch.bfloat16}
+    check = json.loads((tmp_path / "hf" / "config.json").read_text())["autoexp"]["logit_check"]
+    assert check["dtype"] == "bfloat16"
+    assert check["passed"] is True
+    assert max_logit_error(model, tmp_path / "hf") <= tolerance_for(torch.bfloat16, check["max_abs_logit"])
 
 
 def test_unsupported_combination_is_refused(megatron_runtime: Any, tmp_path: Path) -> None:
