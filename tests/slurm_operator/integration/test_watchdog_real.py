@@ -25,7 +25,12 @@ from tests.slurm_operator.integration.ssh_counter import CountingSshd, start_cou
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow]
 
 DAGS = Path(__file__).with_name("dags")
-RUNS = ("wd_hung", "wd_loop", "wd_quiet", "wd_unknown")
+RUNS = ("wd_hung", "wd_loop", "wd_quiet", "wd_unknown", "wd_fatal")
+# Latest cancel after the line that completed a fatal rule: a poll interval (3 s), the log read and
+# the scancel, after the trigger's first read of its stored relay position (the log is scanned as it
+# is relayed), which a freshly loaded triggerer answers late: 48 s was seen at a load of 49 (this
+# stack's five DAGs deferring at once beside a CI run), so the same room as LATE_S.
+FATAL_LATE_S = 90
 # Latest verdict a hang may get (progress_timeout 20 s, polls every 3 s): see _check_hung_job_...
 LATE_S = 90
 # A real Slurm cannot be made to print a state this plugin does not know, so this connection's
@@ -94,6 +99,7 @@ def test_hung_quiet_and_unknown_jobs_under_the_real_triggerer(watched: Watched) 
     _check_restart_loop_is_hung_though_its_log_grows(watched)
     _check_quiet_job_is_never_killed(watched)
     _check_unknown_state_fails_the_task_and_leaves_the_job(watched)
+    _check_live_fatal_pattern_cancels_at_once_without_retry(watched)
 
 
 def _check_hung_job_is_cancelled_and_resumes(w: Watched) -> None:
@@ -179,3 +185,29 @@ def _check_unknown_state_fails_the_task_and_leaves_the_job(w: Watched) -> None:
     while {r.job_id: r.state for r in squeue(w.cluster)}.get(job) != "RUNNING":
         assert time.monotonic() < deadline, squeue(w.cluster)
         time.sleep(0.5)
+
+
+def _check_live_fatal_pattern_cancels_at_once_without_retry(w: Watched) -> None:
+    """The third dead log interval in a row completes the rule: the trigger cancels the running
+    job within a poll or so of that line, the task fails once (retries=1 is not used), one job."""
+    run_id = w.runs["wd_fatal"]
+    assert w.stack.wait_run("wd_fatal", run_id, timeout=240) == "failed"
+    rows = sacct_rows(w.cluster, "af-wd_fatal-")
+    assert len(rows) == 1, rows  # not resubmitted, not retried
+    job = rows[0][0]
+    assert rows[0][2].split()[0] == "CANCELLED", rows
+    log_path = next(Path(w.work / "wd_fatal" / "run").rglob(f"*{job}*.out"))
+    lines = log_path.read_text().splitlines()
+    third = next(ln for ln in lines if " iteration 5/ 1200 " in ln)  # 3, 4, 5: the third dead one
+    printed = float(third.rsplit("t=", 1)[1])
+    marker = Path(str(log_path) + ".airflow-cancel")
+    assert marker.read_text().startswith("fatal: DEAD: iteration 5/ 1200 | lm loss: 5.951"), (
+        marker.read_text()
+    )
+    to_cancel = marker.stat().st_mtime - printed
+    first = float(lines[0].rsplit("t=", 1)[1])
+    print(f"wd_fatal: fatal line -> cancel {to_cancel:.1f} s; job ran {marker.stat().st_mtime - first:.1f} s")
+    assert 0 < to_cancel <= FATAL_LATE_S, to_cancel
+    log = w.stack.task_log("wd_fatal", run_id, "job", try_number=1)
+    assert "DEAD: its log says" in log
+    assert "-> fatal" in log, log[-3000:]

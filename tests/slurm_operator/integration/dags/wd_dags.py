@@ -79,3 +79,19 @@ with _dag("wd_unknown"):
         retries=1,
         retry_delay=timedelta(seconds=1),
     )
+
+with _dag("wd_fatal"):
+    # Two healthy log intervals, then a dead model (loss flat at ln(384) = 5.951, grad norm 0) every
+    # 2 s; the rule wants 3 dead intervals in a row. Each line carries its print time (epoch s).
+    _op(
+        "wd_fatal",
+        "#!/bin/bash\n"
+        'log() { echo " iteration $1/ 1200 | lm loss: $2 | grad norm: $3 | t=$(date +%s.%N)"; sleep 2; }\n'
+        "for i in 1 2; do log $i 7.1 2.0; done\n"
+        "for i in $(seq 3 200); do log $i 5.951 0.000; done\n",
+        progress_pattern=r"\biteration\s+(\d+)\s*/\s*\d+\s*\|",
+        fatal_patterns={"DEAD": [{"pattern": r"lm loss: 5\.95\d* \| grad norm: 0\.000 ", "repeats": 3}]},
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        **WATCH,  # type: ignore[arg-type]
+    )
