@@ -13,7 +13,7 @@ below, which first stops what is left of the program's previous process group (r
 supervisord's signals reach Airflow itself). ``stopasgroup``/``killasgroup`` make supervisord's own
 stops (a restart, the shutdown) take the whole group too.
 
-    airflow_supervisor.py conf --state DIR --logs DIR   # the config on stdout
+    airflow_supervisor.py conf --state DIR --logs DIR [--no-serve-logs]   # the config on stdout
     airflow_supervisor.py exec --record FILE -- COMMAND ...
     airflow_supervisor.py sweep --state DIR             # stop every recorded group's leftovers
 """
@@ -32,6 +32,7 @@ from pathlib import Path
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 SOCKET = "supervisor.sock"
+SERVES_LOGS = ("scheduler", "triggerer")  # the components that start an `airflow serve-logs` child
 # A component that exits within START_SECS of its start failed to start: supervisord waits 1, 2,
 # 3, ... s before the next try (its back-off) and gives up after START_RETRIES failed starts in a
 # row (~40 min of retries). With the database down a component dies ~5-15 s after its start.
@@ -54,12 +55,18 @@ def config(
     python: str = sys.executable,
     socket: Path | None = None,
     components: Sequence[str] = COMPONENTS,
+    serve_logs: bool = True,
 ) -> str:
     """supervisord's config: the components of ``airflow`` (the ``airflow`` executable) under one
     supervisord whose only control channel is a unix socket (mode 0700), default ``state/SOCKET``.
 
     Each component's output goes to ``logs/<component>.log`` (appended, never rotated, as before);
     the programs inherit supervisord's environment (the AIRFLOW__* settings).
+
+    ``serve_logs=False`` starts the scheduler and triggerer without their log servers: Airflow 3.3
+    binds those to every interface with no host setting (``airflow/utils/serve_logs/core.py`` passes
+    ``host=""``), and with every component on one machine the api-server reads the task logs from
+    the files under ``$AIRFLOW_HOME/logs`` instead.
     """
     sock = socket or state / SOCKET
     script = Path(__file__).resolve()
@@ -76,6 +83,8 @@ def config(
     for name in components:
         record = state / f"{name}.pgid"
         command = [python, str(script), "exec", "--record", str(record), "--", airflow, name]
+        if not serve_logs and name in SERVES_LOGS:
+            command.append("--skip-serve-logs")
         sections.append(
             f"[program:{name}]\n"
             f"command={_value(shlex.join(command))}\n"
@@ -172,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     conf.add_argument("--state", type=Path, required=True, help="socket, pid file, records")
     conf.add_argument("--logs", type=Path, required=True, help="where <component>.log goes")
     conf.add_argument("--airflow", default=str(Path(sys.executable).with_name("airflow")))
+    conf.add_argument(
+        "--no-serve-logs", action="store_true", help="no log servers (they listen on every interface)"
+    )
     ex = sub.add_parser("exec", help="stop the previous group's leftovers, then run COMMAND")
     ex.add_argument("--record", type=Path, required=True)
     ex.add_argument("command", nargs="+")
@@ -179,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--state", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.verb == "conf":
-        sys.stdout.write(config(args.state.resolve(), args.logs.resolve(), args.airflow))
+        serve_logs = not args.no_serve_logs
+        state, logs = args.state.resolve(), args.logs.resolve()
+        sys.stdout.write(config(state, logs, args.airflow, serve_logs=serve_logs))
     elif args.verb == "exec":
         run(args.record, args.command)
     else:

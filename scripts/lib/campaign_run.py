@@ -7,6 +7,7 @@ import argparse
 import csv
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -32,7 +33,7 @@ log = logging.getLogger("autoexp.demo")
 
 
 class Api:
-    """Minimal Airflow 3 REST client (the demo's stack lets every loopback caller in as admin)."""
+    """Minimal Airflow 3 REST client (with the token scripts/demo gets for its admin user)."""
 
     def __init__(self, port: int, token: str | None = None) -> None:
         self.base = f"http://127.0.0.1:{port}"
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except config_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    api = Api(args.port)
+    api = Api(args.port, os.environ.get("AUTOEXP_DEMO_TOKEN"))  # scripts/demo logs in for it
     api.wait_healthy(300)
     t0 = time.time()
     for plan in plans:
