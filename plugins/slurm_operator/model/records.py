@@ -189,7 +189,13 @@ _EXTRA_FIELDS = {
     "fatal": "fatal",
     "fatal_line": "fatal_line",
     "excluded_nodes": "excluded_nodes",
+    "progress_at_start": "progress_at_start",
+    "progress_at_end": "progress_at_end",
+    "first_progress_s": "first_progress_s",
+    "why_ended": "why_ended",
 }
+# What the wait saw the job report (``watchdog.ProgressMark.summary``), as the event carries it.
+PROGRESS_KEYS = ("progress_at_start", "progress_at_end", "first_progress_s")
 
 
 class Verdict(enum.Enum):
@@ -223,6 +229,12 @@ class Attempt:
     :param fatal_line: the log line that matched it.
     :param excluded_nodes: the nodes it was submitted without (``--exclude``), comma-separated, each
         with why (``policy.nodes``): ``n3 (job 41 ended NODE_FAIL on it)``; None when none.
+    :param progress_at_start: and ``progress_at_end``: the first and the highest progress value
+        its log reported (a caller's ``progress_pattern``, e.g. an iteration): units done = end -
+        start; None when it reported none (or nothing read its log).
+    :param first_progress_s: the job's run time when its first progress line was read: the cost
+        of its start-up, late by at most one poll interval.
+    :param why_ended: the judgment of its end, in one line (the decision's reason).
     :param extra: keys of a stored history this version does not know, kept as they were.
     :param try_number: the Airflow try that submitted (or re-attached to) the job.
     :param verdict: the operator's judgment of its end; None while unjudged: a later try
@@ -249,6 +261,10 @@ class Attempt:
     fatal: str | None = None
     fatal_line: str | None = None
     excluded_nodes: str | None = None
+    progress_at_start: int | None = None
+    progress_at_end: int | None = None
+    first_progress_s: float | None = None
+    why_ended: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     try_number: int | None = None
     verdict: Verdict | None = None
@@ -273,12 +289,17 @@ class Attempt:
             node_list=record.node_list,
         )
 
+    def with_progress(self, seen: Mapping[str, Any] | None) -> Attempt:
+        """This attempt with what the wait saw its job report (``PROGRESS_KEYS``; others ignored)."""
+        values = {k: seen[k] for k in PROGRESS_KEYS if isinstance(seen, Mapping) and seen.get(k) is not None}
+        return replace(self, **values) if values else self
+
     def to_dict(self) -> dict[str, Any]:
         """JSON primitives: the task's XCom result and the stored history keep this form."""
         extra = dict(self.extra)
         for key, name in _EXTRA_FIELDS.items():
             value = getattr(self, name)
-            if value:
+            if value or (value == 0 and not isinstance(value, bool) and key in PROGRESS_KEYS):
                 extra[key] = value
         return {
             "attempt": self.attempt,

@@ -224,6 +224,7 @@ class SlurmOperator(BaseOperator):
         if ended is None:
             raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
         ledger.log_offset = ev.log_offset
+        ended = ended.with_progress(ev.data.get("progress"))
         hung = ev.message if ev.status == events.HUNG else None
         if ev.data.get("fatal"):  # the wait saw a fatal line (and, status FATAL, cancelled the job)
             ended = replace(ended, fatal=str(ev.data["fatal"]), fatal_line=str(ev.data.get("fatal_line", "")))
@@ -348,7 +349,7 @@ class SlurmOperator(BaseOperator):
         ended = wait_in_worker(hook, trigger, relay_lines(self.log, current.job_id))
         ledger.log_offset = ended.offset
         hung = ended.hung.message if ended.hung is not None else None
-        attempt = ledger.current.ended(ended.record)
+        attempt = ledger.current.ended(ended.record).with_progress(ended.progress)
         if ended.fatal is not None:
             attempt = replace(attempt, fatal=ended.fatal.rule, fatal_line=ended.fatal.line)
             attempt = resubmission.stop_fatal(hook, attempt, False, self.log)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -30,6 +31,7 @@ class Ended:
     offset: int
     hung: Alarm | None = None
     fatal: Alarm | None = None
+    progress: dict[str, Any] = field(default_factory=dict)  # ``ProgressMark.summary`` of the job
 
 
 def wait_in_worker(
@@ -81,14 +83,15 @@ def wait_in_worker(
         terminal = record.state in TERMINAL_STATES
         if spec.stream_logs and spec.log_path and record.state is not SlurmState.PENDING:
             text, offset = _relay(hook, spec.log_path, offset, relay, final=terminal)
-            dog.saw_log(text, states.remote_now)
+            dog.saw_log(text, states.remote_now, record.elapsed)
+        seen = dog.progress().get("progress", {})
         if terminal:
-            return Ended(record, offset)
+            return Ended(record, offset, progress=seen)
         alarm = dog.observe(record, now=wall(), remote_now=states.remote_now, files=states.files)
         if alarm is not None and alarm.kind == "hung":
-            return Ended(record, offset, alarm)
+            return Ended(record, offset, alarm, progress=seen)
         if alarm is not None and alarm.kind == "fatal":
-            return Ended(record, offset, fatal=alarm)
+            return Ended(record, offset, fatal=alarm, progress=seen)
         if alarm is not None:
             raise AirflowException(f"Slurm job {spec.job_id} ({spec.log_path}): {alarm.message}")
         sleep(spec.poll_interval)

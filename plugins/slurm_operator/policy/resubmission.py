@@ -251,7 +251,8 @@ def judge(
     )
     log.info("Slurm job %s (attempt %d): %s -> %s", current.job_id, current.attempt, decision.reason,
              decision.verdict.value)  # fmt: skip
-    return replace(current, verdict=decision.verdict), decision
+    why = f"{current.shown_state}: {decision.reason}"
+    return replace(current, verdict=decision.verdict, why_ended=why), decision
 
 
 def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> Attempt:

@@ -150,12 +150,31 @@ class ProgressMark:
     pattern: str
     high: int | None = None
     advanced_at: float | None = None
+    # For the attempt's record: the first value reported (where the job started from), the
+    # highest, and the job's run time when the first was read (late by at most a poll interval).
+    first: int | None = None
+    top: int | None = None
+    first_elapsed: float | None = None
 
-    def saw(self, text: str, remote_now: float | None) -> None:
-        """Take the values ``text`` (new complete lines of the log) reports, read at ``remote_now``."""
+    def saw(self, text: str, remote_now: float | None, elapsed: float | None = None) -> None:
+        """Take the values ``text`` (new complete lines of the log) reports, read at ``remote_now``
+        when the job had run ``elapsed`` seconds."""
         values = [int(m.group(1)) for m in re.finditer(self.pattern, text, re.MULTILINE)]
-        if values and remote_now is not None and (self.high is None or max(values) > self.high):
+        if not values:
+            return
+        if self.first is None:
+            self.first, self.first_elapsed = values[0], elapsed
+        self.top = max(values) if self.top is None else max(self.top, *values)
+        if remote_now is not None and (self.high is None or max(values) > self.high):
             self.high, self.advanced_at = max(values), remote_now
+
+    def summary(self) -> dict[str, Any]:
+        """What the attempt's record keeps of it (``Attempt.progress_at_start`` ...); {} when the job
+        reported nothing."""
+        if self.first is None:
+            return {}
+        done = {"progress_at_start": self.first, "progress_at_end": self.top}
+        return done if self.first_elapsed is None else {**done, "first_progress_s": self.first_elapsed}
 
 
 @dataclass(frozen=True)
@@ -170,6 +189,9 @@ class Clocks:
     unknown_since: float | None = None
     progress_high: int | None = None
     advanced_at: float | None = None
+    # The mark's record of the attempt (``ProgressMark.summary``), kept with the clocks.
+    progress_first: int | None = None
+    first_progress_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -184,8 +206,14 @@ class Clocks:
             v = value.get(key)
             return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
-        high = number("progress_high")
-        return cls(number("unknown_since"), None if high is None else int(high), number("advanced_at"))
+        high, first = number("progress_high"), number("progress_first")
+        return cls(
+            number("unknown_since"),
+            None if high is None else int(high),
+            number("advanced_at"),
+            None if first is None else int(first),
+            number("first_progress_s"),
+        )
 
 
 @dataclass
@@ -229,7 +257,8 @@ class Watchdog:
     def clocks(self) -> Clocks:
         """The clocks to keep where a re-created trigger finds them."""
         mark = self.mark or ProgressMark("")
-        return Clocks(self.unknown_since or self._stored_unknown, mark.high, mark.advanced_at)
+        unknown = self.unknown_since or self._stored_unknown
+        return Clocks(unknown, mark.high, mark.advanced_at, mark.first, mark.first_elapsed)
 
     def resume(self, stored: Clocks) -> None:
         """Continue the clocks an earlier incarnation of this wait kept (same job): each keeps its
@@ -241,6 +270,9 @@ class Watchdog:
             else:
                 self._stored_unknown = stored.unknown_since
         mark, high, at = self.mark, stored.progress_high, stored.advanced_at
+        if mark is not None and stored.progress_first is not None:  # an earlier incarnation's first
+            mark.first, mark.first_elapsed = stored.progress_first, stored.first_progress_s
+            mark.top = max(mark.top or 0, high or 0, stored.progress_first)
         if mark is None or high is None or at is None:
             return
         if mark.high is None or high > mark.high:
@@ -248,10 +280,16 @@ class Watchdog:
         elif high == mark.high:
             mark.advanced_at = at if mark.advanced_at is None else min(at, mark.advanced_at)
 
-    def saw_log(self, text: str, remote_now: float | None) -> None:
-        """New complete lines of the job's log, read at cluster time ``remote_now``."""
+    def progress(self) -> dict[str, Any]:
+        """What the job reported, for its attempt's record (``{"progress": {...}}``; {} for nothing)."""
+        summary = self.mark.summary() if self.mark is not None else {}
+        return {"progress": summary} if summary else {}
+
+    def saw_log(self, text: str, remote_now: float | None, elapsed: str = "") -> None:
+        """New complete lines of the job's log, read at cluster time ``remote_now``, when Slurm
+        said the job had run ``elapsed`` (its Elapsed)."""
         if self.mark is not None and text:
-            self.mark.saw(text, remote_now)
+            self.mark.saw(text, remote_now, elapsed_seconds(elapsed))
         if self._scan is not None and text and self.fatal_hit is None:
             self.fatal_hit = self._scan.feed(text)
 

@@ -28,7 +28,7 @@ from slurm_operator.policy.watchdog import (
     Watchdog,
 )
 from slurm_operator.remote.log_window import complete_lines
-from slurm_operator.triggers.job_poller import SlurmPoller
+from slurm_operator.triggers.job_poller import PollResult, SlurmPoller
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
@@ -221,7 +221,7 @@ class SlurmJobTrigger(BaseTrigger):
                 terminal = record.state in TERMINAL_STATES
                 await self._ready(book, dog, wait=False)
                 if relaying and record.state is not SlurmState.PENDING:
-                    await self._relay_log(hook, book, final=terminal, dog=dog, remote_now=res.remote_now)
+                    await self._relay_log(hook, book, final=terminal, dog=dog, seen=res, record=record)
                 if terminal:
                     ended = f"ended {record.state.value} (exit code {record.exit_code})"
                     if relaying:
@@ -232,7 +232,7 @@ class SlurmJobTrigger(BaseTrigger):
                         if success is not None:
                             yield success
                             return
-                    data = _fatal_data(dog.fatal_hit)
+                    data = {**_fatal_data(dog.fatal_hit), **dog.progress()}
                     message = f"Slurm job {self.job_id} {ended}"
                     yield self._final(events.ENDED, message, record, book.offset, data)
                     return
@@ -242,14 +242,14 @@ class SlurmJobTrigger(BaseTrigger):
                     # At once, here: every poll interval more is the whole allocation's time.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
                     cancelled = await self._cancel_fatal(hook, alarm)
-                    data = {**_fatal_data(dog.fatal_hit), "cancelled": cancelled}
+                    data = {**_fatal_data(dog.fatal_hit), **dog.progress(), "cancelled": cancelled}
                     yield self._final(events.FATAL, alarm.message, record, book.offset, data)
                     return
                 if alarm is not None:
                     # Hung: the operator cancels and resubmits. Unclassifiable: the wait fails, job kept.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)
                     status = events.HUNG if alarm.kind == "hung" else events.ERROR
-                    yield self._final(status, alarm.message, record, book.offset)
+                    yield self._final(status, alarm.message, record, book.offset, dog.progress())
                     return
         except Exception as exc:
             # Anything unexpected still ends the wait with one event; the traceback goes to the log.
@@ -346,7 +346,8 @@ class SlurmJobTrigger(BaseTrigger):
         *,
         final: bool,
         dog: Watchdog | None = None,
-        remote_now: float | None = None,
+        seen: PollResult | None = None,
+        record: JobRecord | None = None,
     ) -> str:
         """Log the new complete lines of the job log, after storing the position past them (and the
         clocks ``dog`` has after reading them, in the same store); -> them."""
@@ -363,7 +364,8 @@ class SlurmJobTrigger(BaseTrigger):
         text, next_offset = complete_lines(chunk, final=final)
         clocks = None
         if dog is not None:
-            dog.saw_log(text, remote_now)  # lines seen twice (a failed store) add no progress
+            # Lines seen twice (a failed store) add no progress.
+            dog.saw_log(text, seen.remote_now if seen else None, record.elapsed if record else "")
             clocks = dog.clocks().to_dict()
         if text and await book.advance(next_offset, final=final, clocks=clocks):
             # One record for the whole read, right after the store: the triggerer writes it to the

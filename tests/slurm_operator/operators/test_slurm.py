@@ -193,7 +193,10 @@ def test_a_hung_job_is_cancelled_recorded_hung_and_resubmitted(monkeypatch: pyte
     assert cluster.markers == [("/r/a-7.out.airflow-cancel", "hung: job 7 made no progress for 25 s")]
     (attempts,) = resubmitted
     assert (attempts[0]["state"], attempts[0]["elapsed"]) == (HUNG, "00:00:40")
-    assert attempts[0]["extra"] == {"hung": "job 7 made no progress for 25 s"}
+    assert attempts[0]["extra"] == {
+        "hung": "job 7 made no progress for 25 s",
+        "why_ended": "HUNG: job hung (its watched files stopped changing) and was cancelled",
+    }
     assert store.value["attempts"][0]["state"] == HUNG  # recorded for a later try before resubmitting
 
 
@@ -438,6 +441,7 @@ async def test_a_node_fail_is_resubmitted_without_its_node_and_the_exclusion_is_
     the cluster is the shared fake (tests/support/fake_slurm.py) answering the trigger's poll."""
     fake = FakeSlurm()
     monkeypatch.setattr(SlurmPoller, "hook_factory", staticmethod(lambda _c: fake))
+    monkeypatch.setattr(SlurmPoller, "_instances", {})  # none of this test's pollers outlives it
     monkeypatch.setattr(slurm_job, "AsyncSlurmHook", lambda _c: fake)
     op = _op(max_attempts=5)
     monkeypatch.setattr(op, "_hook", lambda: _Cluster())
@@ -457,7 +461,12 @@ async def test_a_node_fail_is_resubmitted_without_its_node_and_the_exclusion_is_
                              ("9", SlurmState.FAILED, "n1")):  # fmt: skip
         fake.states, fake.nodes = [{job: state}], {job: node}
         trigger = SlurmJobTrigger(
-            ssh_conn_id="c", job_id=job, poll_interval=0.01, log_path=None, carry=carry, min_defer_seconds=0
+            ssh_conn_id="c-nodes",
+            job_id=job,
+            poll_interval=0.01,
+            log_path=None,
+            carry=carry,
+            min_defer_seconds=0,
         )
         (event,) = [e.payload async for e in trigger.run()]
         assert event["record"]["node_list"] == node
@@ -475,3 +484,19 @@ async def test_a_node_fail_is_resubmitted_without_its_node_and_the_exclusion_is_
         "n2 (job 7 ended NODE_FAIL on it)",
         "n2 (job 7 ended NODE_FAIL on it), n1 (the second failed attempt on it was job 9)",
     ]
+
+
+def test_each_attempt_records_what_it_did_and_why_it_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, cluster = _op(), _Cluster()
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    monkeypatch.setattr(op, "_submit", lambda *_: None)
+    monkeypatch.setattr(op, "_wait", lambda _c, _h, ledger: ledger.results())
+    event = _hung_event([_attempt(1)])
+    record = JobRecord(job_id="7", name="n", state=SlurmState.TIMEOUT, elapsed="01:00:00")
+    seen = {"progress_at_start": 301, "progress_at_end": 1450, "first_progress_s": 95.0}
+    event.update(status="ended", slurm_state="TIMEOUT", record=record.to_dict(), data={"progress": seen})
+    store = _RwStore(None)
+    op.execute_complete({"task_state_store": store}, event=event)  # type: ignore[arg-type]
+    (attempt,) = store.value["attempts"]
+    assert attempt["elapsed"] == "01:00:00"
+    assert attempt["extra"] == {**seen, "why_ended": "TIMEOUT: job ended TIMEOUT, which is resubmittable"}

@@ -354,7 +354,9 @@ def test_a_cancel_of_ours_found_by_a_later_try_is_resubmitted_with_its_own_meani
     store, waited = _judge(cluster, monkeypatch, _cancelled_event())
     first, second = waited[0]["attempts"]
     assert (first["state"], first["verdict"]) == (state, "resubmit")
+    why = first["extra"].pop("why_ended")
     assert first["extra"] == {"slurm_state": "CANCELLED by 0", **extra}
+    assert why.startswith(f"{state}: job ")
     assert cluster.claims == [("/r/scripts/" + NAME, 2, "#!/bin/bash\n")]
     assert (second["attempt"], second["script_path"], second["try_number"]) == (
         4, f"/r/scripts/{NAME}.attempt004.sbatch", 2)  # fmt: skip

@@ -233,7 +233,7 @@ def test_a_watchdog_rebuilt_from_its_stored_clocks_continues_them() -> None:
     assert first.observe(weird, now=100) is None
     first.saw_log(_line(37), NOW - 500)
     stored = Clocks.from_value(first.clocks().to_dict())
-    assert stored == Clocks(unknown_since=100, progress_high=37, advanced_at=NOW - 500)
+    assert stored == Clocks(unknown_since=100, progress_high=37, advanced_at=NOW - 500, progress_first=37)
 
     second = _dog()
     second.saw_log(_line(30) + _line(37), NOW - 10)  # the restart loop reports 37 again
@@ -265,3 +265,14 @@ def test_stored_clocks_never_lengthen_a_bound_nor_hide_newer_progress() -> None:
 @pytest.mark.parametrize("value", [None, "x", {"unknown_since": "1"}, {"progress_high": True}])
 def test_garbled_stored_clocks_are_no_clocks(value: object) -> None:
     assert Clocks.from_value(value) == Clocks()
+
+
+def test_the_mark_records_where_the_job_started_how_far_it_got_and_when_it_first_reported() -> None:
+    dog = _dog()
+    assert dog.progress() == {}  # nothing reported: nothing recorded
+    dog.saw_log("loading checkpoint\n", NOW - 900, "0:30")
+    dog.saw_log(_line(301) + _line(302), NOW - 800, "2:10")  # resumed at 300: start-up took <= 130 s
+    dog.saw_log(_line(310) + _line(305), NOW - 700, "3:50")
+    assert dog.progress() == {
+        "progress": {"progress_at_start": 301, "progress_at_end": 310, "first_progress_s": 130.0}
+    }

@@ -326,7 +326,12 @@ async def test_a_trigger_re_created_from_its_serialized_form_continues_the_no_pr
     task.cancel()  # the triggerer stops
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert store.value["clocks"] == {"progress_high": 37, "advanced_at": 1000.0}
+    assert store.value["clocks"] == {
+        "progress_high": 37,
+        "advanced_at": 1000.0,
+        "progress_first": 30,  # for the attempt's record: where it started, after 100 s of run time
+        "first_progress_s": 100.0,
+    }
 
     classpath, serialized = first.serialize()
     assert classpath.endswith("SlurmJobTrigger")

@@ -333,7 +333,14 @@ async def test_a_fatal_line_in_the_running_job_s_log_cancels_it_at_once(cluster:
     assert (ev.status, ev.slurm_state) == (events.FATAL, "RUNNING")
     line = "iteration 9/ 99 | lm loss: 5.951 | grad norm: 0.000 |"
     assert ev.message == f"job 42: DEAD: its log says {line!r} (a fatal pattern); cancelling it"
-    assert ev.data == {"fatal": "DEAD", "fatal_line": line, "cancelled": True}
+    assert ev.data == {
+        "fatal": "DEAD",
+        "fatal_line": line,
+        "cancelled": True,
+        # For the attempt's record: its first and highest reported iteration, and its run time at
+        # the first read (the fake cluster's clock stands still: 0 s).
+        "progress": {"progress_at_start": 6, "progress_at_end": 9, "first_progress_s": 0.0},
+    }
     assert cluster.cancelled == ["42"]
     assert cluster.marked == [{"marker": "/r/job-42.out.airflow-cancel", "reason": f"fatal: DEAD: {line}"}]
 
@@ -345,5 +352,27 @@ async def test_two_dead_intervals_of_three_do_not_stop_the_job(cluster: FakeSlur
     rule = {"pattern": r"lm loss: 5\.95\d* \| grad norm: 0\.000 ", "repeats": 3}
     kwargs = {"progress_pattern": r"\biteration\s+(\d+)/", "fatal_patterns": {"DEAD": [rule]}}
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}))
-    assert (ev.status, ev.slurm_state, ev.data) == (events.ENDED, "COMPLETED", {})
+    assert (ev.status, ev.slurm_state, "fatal" in ev.data) == (events.ENDED, "COMPLETED", False)
     assert cluster.cancelled == []
+
+
+async def test_the_final_event_says_what_the_job_reported_for_its_attempt_record(cluster: FakeSlurm) -> None:
+    cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.TIMEOUT}]
+    cluster.started, cluster.clock = 1000.0, 1095.0  # the first progress line read after 95 s
+    cluster.files["/r/job-42.out"] = "12345loading\n iteration 300/ 99 |\n iteration 310/ 99 |\n"
+    kwargs = {"progress_pattern": r"\biteration\s+(\d+)/", "progress_timeout": None}
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}))
+    assert (ev.status, ev.slurm_state) == (events.ENDED, "TIMEOUT")
+    assert ev.data == {
+        "progress": {"progress_at_start": 300, "progress_at_end": 310, "first_progress_s": 95.0}
+    }
+
+
+async def test_a_requeued_job_is_waited_for_in_the_same_wait(cluster: FakeSlurm) -> None:
+    """A preempted job that Slurm requeues keeps its id and comes back PENDING: no new attempt,
+    nothing counted, one final event when it ends."""
+    cluster.states = [{"42": s} for s in (SlurmState.RUNNING, SlurmState.REQUEUED, SlurmState.PENDING,
+                                          SlurmState.RUNNING, SlurmState.COMPLETED)]  # fmt: skip
+    (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, "stream_logs": False, "progress_timeout": None}))
+    assert (ev.status, ev.slurm_state) == (events.ENDED, "COMPLETED")
+    assert len(cluster.calls) == 5
