@@ -6,20 +6,19 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import replace
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from slurm_operator.airflow_internals import in_triggerer, xcom_set
+from slurm_operator.airflow_internals import in_triggerer
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
 from slurm_operator.model.naming import FATAL_REASON, ON_KILL_REASON, cancel_marker_path
-from slurm_operator.model.records import JobRecord, Ledger, Verdict
+from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
-from slurm_operator.policy import completion, fatal
+from slurm_operator.policy import fatal
 from slurm_operator.policy.watchdog import (
     DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_UNKNOWN_TIMEOUT,
@@ -29,6 +28,7 @@ from slurm_operator.policy.watchdog import (
 )
 from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.job_poller import PollResult, SlurmPoller
+from slurm_operator.triggers.job_success import end_task_here
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
@@ -228,7 +228,7 @@ class SlurmJobTrigger(BaseTrigger):
                         self.log.info("Slurm job %s: %s", self.job_id, book.summary())
                         self._last_record_at = time.monotonic()
                     if record.state is SlurmState.COMPLETED and self.end_task_on_success and in_triggerer():
-                        success = await self._success(hook, record, book.offset)
+                        success = await end_task_here(self, hook, record, book.offset)
                         if success is not None:
                             yield success
                             return
@@ -288,38 +288,6 @@ class SlurmJobTrigger(BaseTrigger):
             return False
         self.log.info("Slurm job %s cancelled: %s", self.job_id, alarm.rule)
         return True
-
-    async def _success(self, hook: AsyncSlurmHook, record: JobRecord, offset: int) -> TriggerEvent | None:
-        """The task's success, when the completed job's completion checks pass; else None (the
-        operator judges, as without ``end_task_on_success``)."""
-        try:
-            rule = completion.CompletionRule(regex=self.completion_regex, command=self.completion_command)
-            if not await completion.check_async(hook, rule, self.log_path):
-                return None  # not done, or no check configured: the operator judges
-            ledger = Ledger.from_dict(self.carry)
-            ended = ledger.current.ended(record)
-            ledger.update_current(replace(ended, completion_ok=True, verdict=Verdict.SUCCEED))
-            ledger.log_offset = offset
-            await self.on_success(hook)
-            # The task's XCom, as its operator would return it, written here: Airflow 3.3.2 stores a
-            # TaskSuccessEvent's ``xcoms`` as JSON text (xcom_pull then returns a str).
-            ti: Any = self.task_instance
-            await xcom_set(
-                ledger.results(),
-                key="return_value",
-                dag_id=str(ti.dag_id),
-                task_id=str(ti.task_id),
-                run_id=str(ti.run_id),
-                map_index=int(ti.map_index),
-            )
-        except Exception as exc:  # in doubt the operator judges: it reads and checks all of it again
-            self.log.warning("Slurm job %s: the task process judges its end (%s)", self.job_id, exc)
-            return None
-        attempt = ledger.current.attempt
-        self.log.info(
-            "Slurm job %s (attempt %d): completed, completion check passed -> succeed", self.job_id, attempt
-        )
-        return TaskSuccessEvent()
 
     async def on_success(self, hook: AsyncSlurmHook) -> None:
         """Before the task succeeds from here: what its operator does on success (subclasses)."""

@@ -19,6 +19,7 @@ from slurm_operator.model import events, naming
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.records import JobRecord, JobStates
 from slurm_operator.model.states import SlurmState
+from slurm_operator.triggers import job_success
 from slurm_operator.triggers import slurm_job as triggers
 from slurm_operator.triggers.job_poller import SlurmPoller
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
@@ -253,7 +254,7 @@ async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_tri
     async def xcom_set(value: Any, **where: Any) -> None:
         written.append((value, where))
 
-    monkeypatch.setattr(triggers, "xcom_set", xcom_set)
+    monkeypatch.setattr(job_success, "xcom_set", xcom_set)
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"], cluster.command_out = log, out
     trigger = SlurmJobTrigger(**ENDING)
