@@ -94,20 +94,37 @@ def text_table(experiments: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def answer_text(campaign: Mapping[str, Any]) -> str:
-    """The campaign's answer in words for the task log: the fit with its intervals and start spread (or
-    why there is none), the held-out check, the optimal-LR law (and batch law when the grid varies it)."""
+LAW = "L(N, D) = E + A/N^alpha + B/D^beta"
+
+
+def answer_sections(campaign: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """The campaign's answer as (title, lines): the fit with its intervals and start spread (or why
+    there is none) and the compute-optimal N, D of each asked budget; the held-out check; the
+    optimal-LR law (and the batch law when the grid varies it). The task log, the demo's printout and
+    the Campaigns page all show these lines."""
     fit = campaign["fit"]
     lines = (
         ["scaling-law fit: " + fit["missing"]] if "missing" in fit else ["scaling-law fit:", *fit_text(fit)]
     )
     for compute, opt in fit.get("compute_optimal", {}).items():
-        lines.append(f"C = {compute} FLOPs: N_opt = {opt['params']:.3g}, D_opt = {opt['tokens']:.3g}")
-    lines += holdout_text(campaign.get("holdout") or {"missing": "not computed"})
-    for key in ("lr_optimum", "batch_optimum"):
-        if key in campaign:
-            lines += law_text(campaign[key])
-    return "\n".join(lines)
+        lines.append(
+            f"C = {compute} FLOPs: N_opt = {opt['params']:.3g} {_range(opt.get('params_interval'))}, "
+            f"D_opt = {opt['tokens']:.3g} {_range(opt.get('tokens_interval'))} (compute-optimal, 95%)"
+        )
+    sections = [(f"Scaling law {LAW}", lines)]
+    sections.append(("Held-out check", holdout_text(campaign.get("holdout") or {"missing": "not computed"})))
+    titles = {"lr_optimum": "Optimal learning rate", "batch_optimum": "Optimal batch size"}
+    sections += [(title, law_text(campaign[key])) for key, title in titles.items() if key in campaign]
+    return sections
+
+
+def answer_text(campaign: Mapping[str, Any]) -> str:
+    """:func:`answer_sections` as text, one line each (the task log's and the demo's)."""
+    return "\n".join(line for _, lines in answer_sections(campaign) for line in lines)
+
+
+def _range(interval: Sequence[float] | None) -> str:
+    return f"[{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "[no interval]"
 
 
 def plots(

@@ -16,6 +16,7 @@ from typing import Any
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, TRAIN_TASK
+from autoexp.campaign.report.campaign_report_render import answer_sections
 from autoexp.campaign.ui.airflow_api import AirflowApi
 
 _ITER = re.compile(r"(\d+)\s*$")
@@ -124,11 +125,22 @@ def _report_summary(report: Mapping[str, Any] | None, stem: str, environ: Mappin
         return {"missing": f"no report yet (no campaign.json in {report_dir(stem, environ)})"}
     return {
         "generated_at": report.get("generated_at"),
-        "fit": report.get("fit"),
+        "answer": _answer(report),
         "frontier": report.get("frontier", []),
         "gpu_hours": report.get("gpu_hours"),
         "plots": [p for p in report.get("plots", []) if isinstance(p, str) and plot_name_ok(p)],
     }
+
+
+def _answer(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The report's answer in words, as the task log and the demo print it: one section per question
+    (the fit and its compute-optimal N, D; the held-out check; the optimal-LR law); a report whose
+    fields cannot be read says so in one line instead of failing the page."""
+    try:
+        sections = answer_sections(report)
+    except (KeyError, TypeError, ValueError) as exc:
+        return [{"title": "Answer", "lines": [f"the report's answer cannot be read: {exc!r}"]}]
+    return [{"title": title, "lines": lines} for title, lines in sections]
 
 
 def plot_name_ok(name: str) -> bool:

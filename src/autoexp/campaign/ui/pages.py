@@ -11,7 +11,9 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 th{background:#f3f3f3}a{color:inherit}
 .success{background:#b8e6b8}.running,.queued,.deferred,.scheduled,.up_for_retry{background:#b8d4f5}
 .failed,.upstream_failed{background:#f5b8b8}.skipped{background:#e8d8f0}.none{background:#f7f7f7}
-.note{color:#666}img{max-width:420px;margin:4px;border:1px solid #ddd}
+.note{color:#666}img{max-width:420px;border:1px solid #ddd}
+figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;color:#666}
+pre{background:#f7f7f7;padding:6px;font-size:12px;overflow-x:auto}
 fieldset{display:inline-block;vertical-align:top;border:1px solid #ddd;margin:2px}
 """
 
@@ -58,9 +60,13 @@ function report(c){
   let h = "<p>report of " + esc(r.generated_at) + "</p>";
   if (r.gpu_hours) h += "<p>GPU-hours: total " + num(r.gpu_hours.total)
     + ", wasted " + num(r.gpu_hours.wasted) + "</p>";
-  h += "<p>fit: <code>" + esc(JSON.stringify(r.fit)) + "</code></p>";
+  for (const s of r.answer)
+    h += '<div class="answer"><h4>' + esc(s.title) + "</h4><pre>" + s.lines.map(esc).join("\n")
+      + "</pre></div>";
   const plots = base + "/api/campaigns/" + encodeURIComponent(c.campaign) + "/plots/";
-  h += r.plots.map(p => '<img alt="' + esc(p) + '" src="' + plots + encodeURIComponent(p) + '">').join("");
+  h += r.plots.map(p => '<figure><img alt="' + esc(p) + '" src="' + plots + encodeURIComponent(p)
+    + '"><figcaption>' + esc(p.replace(/\\.png$/, "").replace(/_/g, " ")) + "</figcaption></figure>")
+    .join("");
   return h;
 }
 function form(c){
