@@ -22,7 +22,9 @@ class EndingTrigger(Protocol):
     completion_regex: str | None
     completion_command: str | None
     task_instance: Any
-    log: Any
+
+    @property
+    def log(self) -> Any: ...
 
     async def on_success(self, hook: AsyncSlurmHook) -> None: ...
 
