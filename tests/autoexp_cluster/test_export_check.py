@@ -65,6 +65,8 @@ def test_an_export_whose_logits_differ_fails_in_one_line(
 ) -> None:
     ckpt = tmp_path / "ckpt"
     megatron_checkpoint(ROPE_RMS_SWIGLU, "torch_dist", ckpt, dtype)
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "previous-export").write_text("kept")
     _swap_gate_and_up(monkeypatch)
     assert main(["--load", str(ckpt), "--save", str(tmp_path / "hf")]) == 1
     err = capsys.readouterr().err.strip()
@@ -77,7 +79,7 @@ def test_an_export_whose_logits_differ_fails_in_one_line(
     )
     assert m, err
     assert float(m.group(1)) > float(m.group(2))
-    assert not (tmp_path / "hf").exists()
+    assert [p.name for p in (tmp_path / "hf").iterdir()] == ["previous-export"]
     assert not (tmp_path / "hf.tmp").exists()
 
 
