@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -27,6 +28,46 @@ pytest_plugins = [
     "tests.fixtures.airflow_env",
     "tests.fixtures.airflow_stack",
 ]
+
+
+# The longest file first: it sets the suite's floor under ``--dist loadfile``.
+LONGEST_FIRST = ("tests/e2e/test_demo_campaign.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real-stack files first, the longest of them at the head, unit tests last.
+
+    ``--dist loadfile`` hands out whole files in collection order; a many-minute file handed out
+    last runs alone while the other workers idle. Items of one file keep their order.
+    """
+    rank: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path in LONGEST_FIRST:
+            here = 0
+        elif path.startswith("tests/e2e/"):
+            here = 1
+        elif item.get_closest_marker("slow"):
+            here = 2
+        elif item.get_closest_marker("slurm") or item.get_closest_marker("airflow"):
+            here = 3
+        else:
+            here = 4
+        rank[path] = min(here, rank.get(path, here))
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Shut down megatron-core's results-queue Manager where a test started one in this process.
+
+    Its first torch_dist save starts a spawned Manager server, shut down by a finalizer at a normal
+    interpreter exit; the trainer tests save in-process, and an xdist worker that does not exit
+    normally leaves the server orphaned, and with it a run that never ends.
+    """
+    module = sys.modules.get("megatron.core.dist_checkpointing.strategies.filesystem_async")
+    manager = getattr(getattr(module, "_results_queue", None), "_manager", None)
+    if manager is not None:
+        manager.shutdown()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
