@@ -146,6 +146,16 @@ def folder_check(remote: Remote, what: str, folder: str, min_free_gib: float = M
     return Check(name, True, f"writable, {free:.1f} GiB free")
 
 
+# What the conversion and evaluation jobs import with the configured interpreter.
+JOB_IMPORTS = (
+    "autoexp_cluster.convert",
+    "autoexp_cluster.evaluate",
+    "megatron.core",
+    "transformers",
+    "lm_eval",
+)
+
+
 def import_check(remote: Remote, probe: Probe, root: str, digest: str) -> Check:
     """The staged tools import with the configured interpreter (inside the container when there is one)."""
     folder = tool_stage.tool_dir(root, digest)
@@ -153,7 +163,8 @@ def import_check(remote: Remote, probe: Probe, root: str, digest: str) -> Check:
     if probe.container_runtime != "none":
         args = " ".join(shlex.quote(a) for a in probe.container_args.split())
         prefix = f"{shlex.quote(probe.container_runtime)} exec {args} {shlex.quote(probe.container_image)} "
-    code = "import autoexp_cluster.convert, autoexp_cluster.evaluate; print('imports')"
+    # A conversion job checks its export against megatron-core's forward pass (export_check).
+    code = f"import {', '.join(JOB_IMPORTS)}; print('imports')"
     command = (
         f"test -e {shlex.quote(folder)}/{tool_stage.COMPLETE} && "
         f"PYTHONPATH={shlex.quote(folder)} {prefix}{shlex.quote(probe.python)} -c {shlex.quote(code)}"
@@ -163,7 +174,7 @@ def import_check(remote: Remote, probe: Probe, root: str, digest: str) -> Check:
         f"tools {folder}",
         command,
         lambda _: f"staged; autoexp_cluster imports with {probe.python}",
-        "PYTHON must have torch, transformers and lm-eval (docs/cluster-tools.md)",
+        "PYTHON must have torch, megatron-core, transformers and lm-eval (docs/cluster-tools.md)",
     )
 
 
