@@ -36,9 +36,13 @@ def test_each_rollback_is_alerted_once_from_the_log_that_made_it(tmp_path: Path)
     rolled, refused = _heal_messages(tmp_path / "checkpoints")
     logs = {
         # the attempt that crashed reading the truncated checkpoint: no rollback yet
-        "/runs/e/train-41.out": "iter_0000637/mp_rank_00/model_optim_rng.pt: unreadable, not a torch.save file\n",
+        "/runs/e/train-41.out": (
+            "iter_0000637/mp_rank_00/model_optim_rng.pt: unreadable, not a torch.save file\n"
+        ),
         # the next one: ckpt_check rolled back, the trainer resumed
-        "/runs/e/train-42.out": f"{rolled}\n loading checkpoint from /ckpt at iteration 300\n iteration 301/ 1200 |\n",
+        "/runs/e/train-42.out": (
+            f"{rolled}\n loading checkpoint from /ckpt at iteration 300\n iteration 301/ 1200 |\n"
+        ),
         # a later one refused (exit 3): the task's failure alert says so, not a rollback alert
         "/runs/e/train-43.out": f"{refused}\n",
     }
