@@ -10,6 +10,7 @@ from typing import Any
 from slurm_operator.model.records import JobRecord
 
 from autoexp.campaign.planning.dag_plan import DagPlan
+from autoexp.campaign.report import attempts as per_attempt
 from autoexp.campaign.report.cost import WASTED_STATES as WASTED_STATES
 from autoexp.campaign.report.cost import attempt_hours as attempt_hours
 from autoexp.campaign.report.cost import cost, gpu_hours, hours_totals
@@ -36,6 +37,7 @@ class PhaseSpec:
     checkpoint_dir: str
     train_log: str = ""
     start_tokens: int = 0  # a cooldown's tokens before its branch point: trained by its pretraining
+    tokens_per_iter: int | None = None  # GLOBAL_BATCH_SIZE x SEQ_LENGTH: an attempt's tokens
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class ExperimentSpec:
                     "checkpoint_dir": p.checkpoint_dir,
                     "train_log": p.train_log,
                     "start_tokens": p.start_tokens,
+                    "tokens_per_iter": p.tokens_per_iter,
                 }
                 for p in self.phases
             ],
@@ -84,6 +87,7 @@ class ExperimentSpec:
                 p["checkpoint_dir"],
                 p.get("train_log", ""),
                 int(p.get("start_tokens") or 0),
+                _int(p.get("tokens_per_iter")),
             )
             for p in data["phases"]
         )
@@ -125,6 +129,7 @@ def experiment_specs(dag_plans: Sequence[DagPlan]) -> list[ExperimentSpec]:
                     planned.checkpoint_dir,
                     tasks.train.output_path,
                     per_iter * planned.start_iter if per_iter else 0,
+                    per_iter,
                 )
             )
         count = next((p["param_count"] for p in report.values()), None)
@@ -325,13 +330,16 @@ def build(
     budgets: Sequence[float] = (),
     bootstrap: int = 100,
     diverged: Mapping[str, str] | None = None,
+    progress: Mapping[str, per_attempt.LogProgress | None] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """campaign.json's content (without ``plots``) and the per-attempt hours rows; ``bootstrap``: the
-    fit's resamples; ``diverged``: see ``grid``."""
+    fit's resamples; ``diverged``: see ``grid``; ``progress``: each training attempt's iteration lines
+    by job id (``attempts.log_progress``), for what each attempt did."""
     attempts = gpu_hours(specs, records, checkpoint_times)
     totals = hours_totals(attempts)
     experiments = grid(specs, reports, records, attempts, diverged)
-    campaign = {
+    trainings = per_attempt.trainings(specs, records, progress or {})
+    campaign: dict[str, Any] = {
         "campaign": stem,
         "generated_at": generated_at,
         "experiments": experiments,
@@ -341,7 +349,8 @@ def build(
         "holdout": campaign_holdout(experiments),
         "lr_optimum": campaign_optimum(experiments, "lr"),
         "gpu_hours": totals,
-        "cost": cost(attempts, experiments),
+        "cost": {**cost(attempts, experiments), "lost_by_cause": per_attempt.lost_by_cause(trainings)},
+        "training_attempts": trainings,
         "plots": [],
     }
     if len({e["axes"].get(_SWEPT["batch"]) for e in experiments}) > 1:

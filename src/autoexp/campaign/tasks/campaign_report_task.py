@@ -13,6 +13,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from autoexp.campaign.planning.checkpoint_layout import iteration_dirs
+from autoexp.campaign.report import attempts as per_attempt
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report import run_states
@@ -20,6 +21,8 @@ from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
 from autoexp.campaign.report.cost import cost_text
 
 log = logging.getLogger(__name__)
+# An attempt's first iteration line comes after the arguments and start-up lines: in its log's head.
+_HEAD_BYTES = 256 * 1024
 
 
 def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float]]:
@@ -33,6 +36,19 @@ def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float
             continue
         times[folder] = [hook.stat(f"{folder}/{name}").mtime for name in names]
     return times
+
+
+def _iteration_lines(hook: Any, path: str) -> per_attempt.LogProgress | None:
+    """The iteration lines of a training attempt's log, from its head and its tail (two reads at most)."""
+    from slurm_operator.policy.completion import read_tail
+
+    try:
+        head = hook.read_log(path, 0, _HEAD_BYTES)
+    except Exception as exc:  # a log gone (cleaned up, moved): the attempt's figures are sacct's alone
+        log.info("no log of a training attempt at %s (%s)", path, exc)
+        return None
+    tail = read_tail(hook, path) if head.next_offset >= _HEAD_BYTES else ""
+    return per_attempt.log_progress(head.text + "\n" + tail)
 
 
 def build_campaign_report(
@@ -66,6 +82,10 @@ def build_campaign_report(
             job: read_tail(hook, path)
             for job, path in run_states.logs_to_check(phases, run_states.latest(records)).items()
         }
+        progress = {
+            job_id: _iteration_lines(hook, path)
+            for job_id, path in per_attempt.training_logs(experiments, records).items()
+        }
     vocab = {p.jobs[0]: (s.vocab, s.tensor_parallel) for s in experiments for p in s.phases}
     diverged = run_states.diverged_from_logs(tails, vocab)
     campaign, attempts = cr.build(
@@ -77,6 +97,7 @@ def build_campaign_report(
         checkpoint_times=times,
         budgets=budgets,
         diverged=diverged,
+        progress=progress,
     )
     out_dir = campaign_report_dir(stem, os.environ)
     files = render.write_files(campaign, attempts, reports, out_dir)
@@ -87,5 +108,10 @@ def build_campaign_report(
     hours = campaign["gpu_hours"]
     log.info("hours: total %.4f, wasted %.4f %s", hours["total"], hours["wasted"], hours["by_unit"])
     log.info("what it cost:\n%s", "\n".join(cost_text(campaign["cost"])))
+    lost = campaign["cost"]["lost_by_cause"]
+    log.info(
+        "what each training attempt did:\n%s",
+        "\n".join(per_attempt.attempts_text(campaign["training_attempts"], lost)),
+    )
     log.info("report files in %s: %s", out_dir, ", ".join(f.name for f in files))
     return {"dir": str(out_dir), "files": [f.name for f in files], "total_hours": hours["total"]}
