@@ -214,3 +214,18 @@ def trainings(
                 rows = training_attempts(mine, progress, phase.tokens_per_iter)
                 out.append({"dag_id": spec.dag_id, "phase": phase.key, "attempts": rows})
     return out
+
+
+TABLE_COLUMNS = (
+    "dag_id", "phase", "attempt", "job_id", "elapsed_s", "start_up_s", "progress_at_start",
+    "progress_at_end", "tokens", "tokens_per_s", "tokens_per_gpu_s", "recomputed_iterations", "why_ended",
+)  # fmt: skip
+
+
+def table_rows(trainings: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """One row per training attempt, in ``TABLE_COLUMNS`` (the report page's table)."""
+    return [
+        [t["dag_id"], t["phase"], *(r[c] for c in TABLE_COLUMNS[2:])]
+        for t in trainings
+        for r in t["attempts"]
+    ]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autoexp.campaign.report import attempts as per_attempt
 from autoexp.campaign.report.fit_validation import fit_text, holdout_text
 from autoexp.campaign.report.lr_optimum import law_text
 from autoexp.campaign.report.lr_optimum_plots import optimum_plots
@@ -314,6 +315,17 @@ def index_html(campaign: Mapping[str, Any], out_dir: Path) -> str:
     front_cols = ["compute", "params", "tokens", "loss", "dag_id", "phase"]
     front_html = _table(front_cols, [[f[k] for k in front_cols] for f in campaign["frontier"]])
     hours = campaign["gpu_hours"]
+    trainings = campaign.get("training_attempts") or []
+    lost = ", ".join(
+        f"{k.replace('_', ' ')} {_fmt(float(v))}"
+        for k, v in campaign["cost"].get("lost_by_cause", {}).items()
+    )
+    attempts_html = (
+        f"<h2>What each training attempt did</h2><p>hours lost: {html.escape(lost)}</p>"
+        + _table(per_attempt.TABLE_COLUMNS, per_attempt.table_rows(trainings))
+        if trainings
+        else ""
+    )
     images = "".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
         f'{base64.b64encode((out_dir / name).read_bytes()).decode()}"></figure>'
@@ -332,6 +344,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px}}figure{{display:inline-block;margi
 {answer_html}
 <h2>Hours</h2><p>total {_fmt(float(hours["total"]))}, wasted {_fmt(float(hours["wasted"]))}
 ({html.escape(json.dumps(hours.get("by_unit", {})))})</p>
+{attempts_html}
 <h2>Plots</h2>{images}
 </body></html>
 """

@@ -9,13 +9,17 @@ job 41 resumes from 800, starts iterating after 180 s (810) and finishes 1200 at
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from slurm_operator.remote.parsers import parse_sacct
 
+from autoexp.campaign.configs.planned_config import load_plans
+from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.report import attempts as per_attempt
 from autoexp.campaign.report import campaign_report as cr
-from tests.autoexp.campaign.report.test_campaign_report import REPORTS, SPECS
+from autoexp.campaign.report import campaign_report_render as render
+from tests.autoexp.campaign.report.test_campaign_report import REPORTS, ROOT, SPECS
 
 TOKENS_PER_ITER = 64 * 2048
 
@@ -149,3 +153,24 @@ def test_the_report_carries_them_in_campaign_json_and_text() -> None:
     )
     # the spec's JSON form keeps tokens per iteration (the report task gets its specs as JSON)
     assert cr.ExperimentSpec.from_dict(specs[0].to_dict()) == specs[0]
+
+
+def test_the_demo_config_specs_know_tokens_per_iteration() -> None:
+    plans, settings = load_plans(ROOT / "config" / "demo.yaml")
+    dag_plans = [plan_dag(p, settings) for p in plans]
+    params = dag_plans[0].experiment.pretrain.train.params
+    [first, *_] = cr.experiment_specs(dag_plans)
+    expected = int(params["GLOBAL_BATCH_SIZE"]) * int(params["SEQ_LENGTH"])
+    assert {p.tokens_per_iter for p in first.phases} == {expected}
+
+
+def test_the_report_page_shows_the_attempts_table(tmp_path: Path) -> None:
+    records = parse_sacct(SACCT.replace("g_pt", "e2_pt"))
+    progress = {job: per_attempt.log_progress(text) for job, text in LOGS.items()}
+    campaign, _ = cr.build(
+        "demo", SPECS, REPORTS, records, generated_at="2026-12-01T12:00:00Z", progress=progress
+    )
+    page = render.index_html(campaign, tmp_path)
+    assert "<h2>What each training attempt did</h2><p>hours lost: start up 0.3333, recomputed 0.7037" in page
+    assert "<td>TIMEOUT</td>" in page
+    assert "<td>FAILED (exit 1), no iteration reported</td>" in page
