@@ -391,8 +391,9 @@ def test_job_states_with_watched_paths_is_one_command_with_the_clusters_clock(
 def test_a_pending_job_s_reason_and_estimate_come_with_its_state(
     hook: SlurmHook, slurm_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """squeue --start in the one batched command: a job held by a dependency has no estimate (N/A),
-    one held by ``--begin`` has its begin time as the estimate. The local cluster's backfill also
+    """squeue --start in the one batched command: a held job (``sbatch --hold``) reads JobHeldUser
+    and a job held by a dependency Dependency, neither with an estimate (N/A); one held by
+    ``--begin`` has its begin time as the estimate. The local cluster's backfill also
     estimates Priority/Resources waits (seen: a year on, behind a job without a time limit), but
     only after a backfill pass (~30 s), so they are not waited for here."""
     out = [f"--output={slurm_cluster.jobs_dir}/pending-%j.out"]
@@ -405,12 +406,17 @@ def test_a_pending_job_s_reason_and_estimate_come_with_its_state(
         deadline = time.monotonic() + 120
         while True:
             before = hook.commands_run
-            rec = hook.job_states([child, later]).records
+            states = hook.job_states([parent, child, later])
+            rec = states.records
             assert hook.commands_run == before + 1  # one SSH round trip, squeue --start included
-            if (rec[child].reason, rec[later].reason) == ("Dependency", "BeginTime"):
+            reasons = (rec[parent].reason, rec[child].reason, rec[later].reason)
+            # Until accounting lists the jobs, squeue's own section answers (it has %r and %S too);
+            # the pending section is what gives the jobs sacct lists their live reason.
+            if states.source == "sacct" and reasons == ("JobHeldUser", "Dependency", "BeginTime"):
                 break
             assert time.monotonic() < deadline, rec
             time.sleep(0.5)
+        assert rec[parent].pending_note() == "JobHeldUser, no start estimate yet"
         assert rec[child].expected_start is None  # squeue --start says N/A
         assert rec[child].pending_note() == "Dependency, no start estimate yet"
         estimate = rec[later].expected_start
