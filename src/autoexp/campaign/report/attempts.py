@@ -64,7 +64,11 @@ def _why_ended(record: JobRecord, progress: LogProgress | None) -> str:
     words = record.raw_state or record.state.value
     if record.exit_code:
         words += f" (exit {record.exit_code})"
-    return words if progress is not None else f"{words}, no iteration reported"
+    if progress is None:
+        return f"{words}, no iteration reported"
+    return (
+        f"{words}, no progress past iteration {progress.last}" if progress.last == progress.first else words
+    )
 
 
 def attempt_figures(
@@ -82,6 +86,7 @@ def attempt_figures(
     ``previous_end``, and their seconds at this attempt's pace; all to within one log interval."""
     elapsed = elapsed_seconds(record.elapsed) or 0.0
     gpus = _gpus(record)
+    stalled = progress is None or progress.last == progress.first
     out: dict[str, Any] = {
         "job_id": record.job_id,
         "state": record.state.value,
@@ -97,8 +102,9 @@ def attempt_figures(
         "tokens_per_gpu_s": None,
         "recomputed_iterations": 0,
         "recomputed_s": 0.0,
-        # the whole attempt when it ended badly before a first iteration (a failed start, a hang)
-        "no_progress_s": elapsed if progress is None and record.state in FAILED_STATES else 0.0,
+        # the whole attempt when it ended badly without advancing: a failed start, a hang, a restart
+        # loop printing the same iteration (its start-up is part of it, not counted again)
+        "no_progress_s": elapsed if stalled and record.state in FAILED_STATES else 0.0,
     }
     if progress is None:
         return out
@@ -137,8 +143,9 @@ def training_attempts(
         tres = tres_counts(record.alloc_tres)
         count = row["gpus"] or tres.get("cpu", 0.0)
         row["attempt"] = number
+        start_up = 0.0 if row["no_progress_s"] else row["start_up_s"] or 0.0
         row["lost_hours"] = {
-            START_UP: (row["start_up_s"] or 0.0) * count / 3600.0,
+            START_UP: start_up * count / 3600.0,
             RECOMPUTED: row["recomputed_s"] * count / 3600.0,
             NO_PROGRESS: row["no_progress_s"] * count / 3600.0,
         }

@@ -174,3 +174,22 @@ def test_the_report_page_shows_the_attempts_table(tmp_path: Path) -> None:
     assert "<h2>What each training attempt did</h2><p>hours lost: start up 0.3333, recomputed 0.7037" in page
     assert "<td>TIMEOUT</td>" in page
     assert "<td>FAILED (exit 1), no iteration reported</td>" in page
+
+
+def test_a_restart_loop_is_lost_whole_and_says_where_it_stuck() -> None:
+    # the restart loop: iteration 37 printed every 3 s until the 3-minute limit, twice
+    sacct = (
+        "50|r_pt|TIMEOUT|0:0|00:03:00|2026-12-01T10:00:00|2026-12-01T10:03:00|n1|cpu=2,node=1|None\n"
+        "51|r_pt|TIMEOUT|0:0|00:03:00|2026-12-01T10:03:10|2026-12-01T10:06:10|n1|cpu=2,node=1|None\n"
+    )
+    loop = "\n".join(megatron(f"10:00:{s:02d}", 37) for s in range(20, 60, 3))
+    progress = {"50": per_attempt.log_progress(loop), "51": per_attempt.log_progress(loop)}
+    rows = per_attempt.training_attempts(parse_sacct(sacct), progress, TOKENS_PER_ITER)
+    assert [r["why_ended"] for r in rows] == ["TIMEOUT, no progress past iteration 37"] * 2
+    assert [(r["iterations"], r["tokens_per_s"], r["recomputed_iterations"]) for r in rows] == [
+        (0, None, 0)
+    ] * 2
+    # 180 s x 2 CPUs each, its 20 s start-up inside it (not counted twice)
+    assert per_attempt.lost_by_cause([{"attempts": rows}]) == pytest.approx(
+        {"start_up": 0.0, "recomputed": 0.0, "no_progress": 2 * 360 / 3600}
+    )
