@@ -21,8 +21,10 @@ from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
 from autoexp.campaign.report.cost import cost_text
 
 log = logging.getLogger(__name__)
-# An attempt's first iteration line comes after the arguments and start-up lines: in its log's head.
-_HEAD_BYTES = 256 * 1024
+# A training attempt's log is read in chunks: from its start up to its first iteration line (after the
+# arguments and start-up lines; at most _HEAD_CHUNKS), then its last chunk (its highest iteration).
+_CHUNK = 64 * 1024
+_HEAD_CHUNKS = 4
 
 
 def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float]]:
@@ -39,16 +41,23 @@ def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float
 
 
 def _iteration_lines(hook: Any, path: str) -> per_attempt.LogProgress | None:
-    """The iteration lines of a training attempt's log, from its head and its tail (two reads at most)."""
-    from slurm_operator.policy.completion import read_tail
-
+    """The iteration lines of a training attempt's log: its head up to the first one, and its last
+    chunk (two reads for most logs, whatever their size)."""
+    head, offset = "", 0
     try:
-        head = hook.read_log(path, 0, _HEAD_BYTES)
+        for _ in range(_HEAD_CHUNKS):
+            chunk = hook.read_log(path, offset, _CHUNK)
+            head, offset = head + chunk.text, chunk.next_offset
+            if chunk.next_offset - chunk.offset < _CHUNK:  # the whole log is read
+                return per_attempt.log_progress(head)
+            if per_attempt.log_progress(head) is not None:
+                break
+        size = hook.stat(path).size
+        tail = hook.read_log(path, max(offset, size - _CHUNK), _CHUNK).text if size > offset else ""
     except Exception as exc:  # a log gone (cleaned up, moved): the attempt's figures are sacct's alone
         log.info("no log of a training attempt at %s (%s)", path, exc)
         return None
-    tail = read_tail(hook, path) if head.next_offset >= _HEAD_BYTES else ""
-    return per_attempt.log_progress(head.text + "\n" + tail)
+    return per_attempt.log_progress(head + "\n" + tail)
 
 
 def build_campaign_report(

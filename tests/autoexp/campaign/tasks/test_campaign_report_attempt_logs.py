@@ -1,5 +1,5 @@
 """The report task reads a training attempt's iteration lines from its log's head and tail: a long log's
-first iteration (after the arguments) and its highest (at the end), two reads and not the whole file.
+first iteration (after the arguments) and its highest (at the end), in 64 KiB chunks, not the whole file.
 
 Uses the shared fake (tests/support/fake_slurm.py) behind a synchronous front: which byte ranges of a
 multi-megabyte log are read is pure logic, and a real cluster adds nothing to it.
@@ -44,7 +44,17 @@ def test_a_long_logs_first_and_highest_iteration_from_its_head_and_tail() -> Non
     assert _iteration_lines(hook, "/runs/40.out") == LogProgress(
         10, 4000, "2026-12-01 10:02:00", "2026-12-01 12:00:00"
     )
-    assert hook.read_bytes == 512 * 1024  # 256 KiB of head, 256 KiB of tail
+    assert hook.read_bytes == 128 * 1024  # its first 64 KiB chunk (iteration 10 in it) and its last
+
+
+def test_a_first_iteration_after_a_long_start_up_is_found_in_a_later_chunk() -> None:
+    fake = FakeSlurm()
+    start_up = "".join(f" > arg {i:08d} ....................\n" for i in range(3_000))  # ~100 KiB
+    fake.files["/runs/41.out"] = start_up + _line("11:03:00", 810) + _line("11:24:40", 1200)
+    hook: Any = _Sync(fake)
+    assert _iteration_lines(hook, "/runs/41.out") == LogProgress(
+        810, 1200, "2026-12-01 11:03:00", "2026-12-01 11:24:40"
+    )
 
 
 def test_a_log_gone_gives_no_figures() -> None:
