@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autoexp.campaign.configs.config_source import env_names
+from autoexp.campaign.planning import divergence
 from autoexp.campaign.planning.settings import AirflowSettings, Keys
 
 if TYPE_CHECKING:  # a cache hit never imports the config engine
@@ -101,12 +102,12 @@ def cache_key(text: bytes, overrides: Sequence[str], location: Path) -> str:
 
 
 def _variables(keys: Keys) -> frozenset[str]:
-    return frozenset(getattr(keys, f.name) for f in fields(Keys))
+    return frozenset(getattr(keys, f.name) for f in fields(Keys)) | frozenset(divergence.READS)
 
 
 def slim(jobs: Sequence[Job], settings: AirflowSettings) -> list[SlimJob]:
     """Jobs reduced to what the factory reads: every variable of pretraining's TRAIN job, the role
-    variables of the others."""
+    variables and those of the divergence rules of the others."""
     keys = settings.keys
     wanted = _variables(keys)
     out = []

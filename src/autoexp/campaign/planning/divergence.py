@@ -106,6 +106,10 @@ def dead_model_rule(
     return RepeatedRule(DEAD_MODEL, pattern, intervals)
 
 
+# The job variables the dead model's rule reads: the config cache keeps them for every job.
+READS: Final[tuple[str, ...]] = ("VOCAB_SIZE", "TP")
+
+
 def dead_model_rule_of(params: Mapping[str, Any]) -> RepeatedRule | None:
     """``dead_model_rule`` for a training job's variables (``VOCAB_SIZE``, ``TP``); None without a
     usable ``VOCAB_SIZE`` (no uniform level to compare with)."""

@@ -12,6 +12,7 @@ from slurm_operator.model.records import Attempt
 from slurm_operator.policy.fatal import FatalRules, FatalScan, parse_rules
 from slurm_operator.policy.resubmission import match_fatal
 
+from autoexp.campaign.configs.cache import CACHE_ENV
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
 from autoexp.campaign.planning.divergence import (
@@ -109,12 +110,20 @@ def test_every_training_of_a_plan_stops_on_divergence() -> None:
     ]
 
 
-def test_the_demos_trainings_stop_a_dead_model() -> None:
-    """config/demo.yaml's VOCAB_SIZE 384: each training's DIVERGED rule ends with the dead model's."""
-    plans, settings = load_plans(ROOT / "config" / "demo.yaml")
+@pytest.mark.parametrize("cache", ["miss", "hit"])
+def test_the_demos_trainings_stop_a_dead_model(
+    cache: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config/demo.yaml's VOCAB_SIZE 384: each training's DIVERGED rule ends with the dead model's,
+    cooldowns included, whether the plans come from the config or from the config cache (the DAG
+    processor's usual path, which keeps only the variables the factory reads)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    for _ in range(2 if cache == "hit" else 1):
+        plans, settings = load_plans(ROOT / "config" / "demo.yaml")
     dag = plan_dag(plans[0], settings)
     dead = {"pattern": dead_model_rule(384).pattern, "repeats": DEAD_MODEL_INTERVALS}
-    assert all(phase.train.fatal_patterns[DIVERGED][-1] == dead for phase in dag.phases)
+    assert len(dag.phases) > 1
+    assert [phase.train.fatal_patterns[DIVERGED][-1] for phase in dag.phases] == [dead] * len(dag.phases)
 
 
 # ---- a dead model -----------------------------------------------------------------------------
