@@ -15,7 +15,7 @@ demo: bootstrap
 ## Everything CI checks: ruff, mypy (strict on our packages), the whole pytest suite
 ## (which brings up its own local Slurm cluster and Airflow home).
 test: bootstrap lint typecheck
-	$(BIN)/pytest -n 3 --dist loadfile
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint:
 	$(BIN)/ruff check .

@@ -30,15 +30,17 @@ pytest_plugins = [
 ]
 
 
-# The longest file first: it sets the suite's floor under ``--dist loadfile``.
+# The longest file first: it sets the suite's floor when whole files are handed out.
 LONGEST_FIRST = ("tests/e2e/test_demo_campaign.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Real-stack files first, the longest of them at the head, unit tests last.
 
-    ``--dist loadfile`` hands out whole files in collection order; a many-minute file handed out
-    last runs alone while the other workers idle. Items of one file keep their order.
+    ``--dist loadfile --no-loadscope-reorder`` (make test) hands out whole files in collection order
+    (xdist's default order puts the files with the most tests first: every one-test real-stack file
+    came last); a many-minute file handed out last runs alone while the other workers idle. Items of
+    one file keep their order.
     """
     rank: dict[str, int] = {}
     for item in items:
