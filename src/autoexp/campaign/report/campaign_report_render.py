@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autoexp.campaign.report import attempts as per_attempt
+from autoexp.campaign.report.cost import cost_text
 from autoexp.campaign.report.fit_validation import fit_text, holdout_text
 from autoexp.campaign.report.lr_optimum import law_text
 from autoexp.campaign.report.lr_optimum_plots import optimum_plots
@@ -306,6 +307,7 @@ def index_html(campaign: Mapping[str, Any], out_dir: Path) -> str:
                 "Optimal batch size",
                 law_text(campaign["batch_optimum"]) if "batch_optimum" in campaign else [],
             ),
+            ("What it cost", cost_text(campaign["cost"]) if "cost" in campaign else []),
         )
         if lines
     )

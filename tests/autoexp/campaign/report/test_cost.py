@@ -3,12 +3,15 @@ on the report tests' sacct fixture (e1: a TIMEOUT then a success, e2: a FAILED 4
 
 from __future__ import annotations
 
+import html
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from slurm_operator.remote.parsers import parse_sacct
 
 from autoexp.campaign.report import campaign_report as cr
+from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report.cost import cost, cost_text
 from tests.autoexp.campaign.report.test_campaign_report import REPORTS, SACCT, SPECS, local
 
@@ -61,3 +64,12 @@ def test_the_split_reads_in_words(summary: dict) -> None:  # type: ignore[type-a
         "tokens per cpu-hour, tiny (10 params): 625 (2e+03 tokens in 3.2 h)",
         "tokens per cpu-hour, small (40 params): 750 (1e+03 tokens in 1.33 h)",
     ]
+
+
+def test_the_report_page_shows_the_split(tmp_path: Path) -> None:
+    campaign, _ = cr.build(
+        "demo", SPECS_BRANCHED, REPORTS, parse_sacct(SACCT), generated_at="2026-12-01T12:00:00Z"
+    )
+    page = render.index_html(campaign, tmp_path)
+    section = page.split("<h2>What it cost</h2>", 1)[1].split("</pre>", 1)[0]
+    assert html.unescape(section).removeprefix("<pre>").splitlines() == cost_text(campaign["cost"])
