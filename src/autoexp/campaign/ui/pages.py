@@ -61,7 +61,7 @@ function report(c){
   if (r.gpu_hours) h += "<p>GPU-hours: total " + num(r.gpu_hours.total)
     + ", wasted " + num(r.gpu_hours.wasted) + "</p>";
   for (const s of r.answer)
-    h += '<div class="answer"><h4>' + esc(s.title) + "</h4><pre>" + s.lines.map(esc).join("\n")
+    h += '<div class="answer"><h4>' + esc(s.title) + "</h4><pre>" + s.lines.map(esc).join("\\n")
       + "</pre></div>";
   const plots = base + "/api/campaigns/" + encodeURIComponent(c.campaign) + "/plots/";
   h += r.plots.map(p => '<figure><img alt="' + esc(p) + '" src="' + plots + encodeURIComponent(p)
