@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt, Verdict
-from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, SlurmState
+from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, TERMINAL_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
 from slurm_operator.policy.completion import read_tail
 from slurm_operator.policy.fatal import FatalRules
@@ -273,8 +273,12 @@ def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> At
 
 def stop_fatal(hook: SlurmHook, attempt: Attempt, cancelled: bool, log: TaskLog) -> Attempt:
     """The running job whose log matched a fatal rule, cancelled (here, unless the wait did:
-    ``cancelled``); recorded CANCELLED by us, with its rule. A failed scancel is logged: the task
-    fails anyway (never resubmitted), and the job's own end or time limit stops it."""
+    ``cancelled``), with its rule. A failed scancel is logged: the task fails anyway (never
+    resubmitted), and the job's own end or time limit stops it.
+
+    Recorded as Slurm's accounting says once the cancel is sent: a job that printed its fatal line
+    and exited (a trainer's NaN assertion) often ends between the poll that saw the line and the
+    scancel, which Slurm then ignores; that job is FAILED with its exit code, not CANCELLED by us."""
     reason = f"{cancels.FATAL_REASON}: {attempt.fatal}: {attempt.fatal_line}"
     if not cancelled:
         log.warning("Slurm job %s: %s; cancelling it", attempt.job_id, reason)
@@ -282,6 +286,13 @@ def stop_fatal(hook: SlurmHook, attempt: Attempt, cancelled: bool, log: TaskLog)
             cancels.cancel_ours(hook, attempt.job_id, attempt.log_path, reason)
         except SlurmError as exc:
             log.warning("could not cancel Slurm job %s: %s", attempt.job_id, exc)
+    try:
+        record = hook.job_states([attempt.job_id]).records.get(attempt.job_id)
+    except SlurmError as exc:
+        log.warning("Slurm job %s: state after the cancel not read: %s", attempt.job_id, exc)
+        record = None
+    if record is not None and record.state in TERMINAL_STATES and record.state is not SlurmState.CANCELLED:
+        return attempt.ended(record)
     by_us = f"{attempt.fatal} (fatal pattern)"
     return replace(attempt, state=SlurmState.CANCELLED, cancelled_by_airflow=by_us)
 

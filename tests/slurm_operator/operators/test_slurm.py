@@ -428,6 +428,30 @@ def test_a_fatal_event_is_recorded_fatal_and_fails_the_task_without_retry(
     assert cluster.markers == [("/r/a-7.out.airflow-cancel", "fatal: DEAD: grad norm: 0")]
 
 
+def test_a_job_that_ended_before_its_fatal_cancel_is_recorded_as_slurm_ended_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trainer printed its NaN line and exited 1 between the poll that saw the line and the
+    scancel (seen in CI: Slurm said FAILED, the record said CANCELLED by us, exit code None): the
+    record is Slurm's end, FAILED with exit code 1, still judged fatal by its rule, never resubmitted."""
+    op, cluster = _op(fatal_patterns={"DIVERGED": ["lm loss: nan"]}), _Cluster()
+    failed = JobRecord(job_id="7", name="n", state=SlurmState.FAILED, exit_code=1, elapsed="0:41")
+    cluster.records["7"] = failed
+    monkeypatch.setattr(op, "_hook", lambda: cluster)
+    monkeypatch.setattr(op, "_submit", lambda *_: pytest.fail("resubmitted"))
+    event = _hung_event([_attempt(1)])
+    event.update(status="fatal", data={"fatal": "DIVERGED", "fatal_line": "lm loss: nan", "cancelled": True})
+    store = _RwStore(None)
+    with pytest.raises(
+        AirflowFailException, match=r"^Slurm job 7 FAILED \(exit code 1\), attempt 1: DIVERGED: its log says"
+    ):
+        op.execute_complete({"task_state_store": store}, event=event)  # type: ignore[arg-type]
+    (attempt,) = store.value["attempts"]
+    assert (attempt["state"], attempt["exit_code"], attempt["verdict"]) == ("FAILED", 1, "fatal")
+    assert "cancelled_by_airflow" not in attempt["extra"]
+    assert attempt["extra"]["fatal"] == "DIVERGED"
+
+
 class _Ti:
     def xcom_push(self, key: str, value: Any) -> None: ...
 
