@@ -18,8 +18,9 @@ from autoexp_cluster.checkpointing import save_checkpoint  # noqa: E402
 from autoexp_cluster.convert import convert  # noqa: E402
 from autoexp_cluster.megatron_args import parse_args  # noqa: E402
 from autoexp_cluster.model import build_model  # noqa: E402
+from autoexp_cluster.optimizer import build_optimizer, build_scheduler  # noqa: E402
+from autoexp_cluster.runtime import init_runtime  # noqa: E402
 from autoexp_cluster.safe_pickle import torch_load  # noqa: E402
-from autoexp_cluster.trainer import build_optimizer, build_scheduler, init_runtime  # noqa: E402
 
 # The seed's 25M shape (9 layers, h288, 4 heads, ffn 1152) with its architecture flags.
 ARGV = [

@@ -17,7 +17,8 @@ from autoexp_cluster.corpus import documents  # noqa: E402
 from autoexp_cluster.megatron_args import parse_args  # noqa: E402
 from autoexp_cluster.model import build_model, causal_mask  # noqa: E402
 from autoexp_cluster.prepare_data import prepare  # noqa: E402
-from autoexp_cluster.trainer import Trainer, init_runtime, seed_everything  # noqa: E402
+from autoexp_cluster.runtime import init_runtime, seed_everything  # noqa: E402
+from autoexp_cluster.trainer import Trainer  # noqa: E402
 
 STEPS = 30
 WARMUP = 5

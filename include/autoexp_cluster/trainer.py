@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import math
 import os
-import random
 import signal
 import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from autoexp_cluster.checkpointing import load_checkpoint, save_checkpoint
-from autoexp_cluster.cpu_shim import apply_cpu_shim
 from autoexp_cluster.data import build_datasets, get_batch, load_tokenizer
 from autoexp_cluster.megatron_args import ArgumentError, padded_vocab_size, parse_args
 from autoexp_cluster.model import build_model, causal_mask
+from autoexp_cluster.optimizer import build_optimizer, build_scheduler
+from autoexp_cluster.runtime import (
+    Runtime,
+    allreduce_mean,
+    any_rank,
+    autocast,
+    init_runtime,
+    say,
+    seed_everything,
+)
 from autoexp_cluster.safe_pickle import UnsafeCheckpointError
 
 log = logging.getLogger("autoexp_cluster.trainer")
@@ -37,135 +42,6 @@ DONE_MESSAGE = "after training is done"
 # training module is imported): model building and data loading are inside the budget the template
 # derived from the job's time limit.
 PROCESS_START = time.monotonic()
-
-
-@dataclass
-class Runtime:
-    """Process-group facts the loop needs."""
-
-    rank: int
-    world_size: int
-    device: torch.device
-    stop_signal: list[int] = field(default_factory=list)
-
-
-def _print(rt: Runtime, text: str) -> None:
-    # Megatron-LM prints its progress on rank 0 to stdout; tools grep these exact lines.
-    if rt.rank == 0:
-        print(text, flush=True)
-
-
-def init_runtime(args: argparse.Namespace) -> Runtime:
-    """Initialise torch.distributed (torchrun env or a private single-process store) and megatron."""
-    from megatron.core import parallel_state
-
-    use_cuda = torch.cuda.is_available()
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    backend = "nccl" if use_cuda else "gloo"
-    if args.distributed_backend != backend:
-        log.info(
-            "using %s instead of --distributed-backend %s (CUDA available: %s)",
-            backend,
-            args.distributed_backend,
-            use_cuda,
-        )
-    if use_cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    if not dist.is_initialized():
-        if "MASTER_ADDR" in os.environ and world > 1:
-            dist.init_process_group(backend, rank=rank, world_size=world)
-        else:
-            # A private store: no TCP port, so concurrent single-process runs never collide.
-            store = dist.HashStore()  # type: ignore[attr-defined]
-            dist.init_process_group(backend, store=store, rank=0, world_size=1)
-            rank, world = 0, 1
-    if not parallel_state.model_parallel_is_initialized():
-        parallel_state.initialize_model_parallel(1, 1)
-    if not use_cuda:
-        apply_cpu_shim()
-    if args.bf16 and not use_cuda:
-        log.warning("--bf16 without CUDA: training in float32 (bf16 autocast is used on GPUs only)")
-    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
-    return Runtime(rank=rank, world_size=world, device=device)
-
-
-def seed_everything(seed: int) -> None:
-    """Megatron-LM's seeding: python, numpy, torch and the model-parallel RNG tracker."""
-    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker, model_parallel_cuda_manual_seed
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    get_cuda_rng_tracker().reset()
-    model_parallel_cuda_manual_seed(seed)
-
-
-def build_optimizer(model: torch.nn.Module, args: argparse.Namespace) -> torch.optim.Optimizer:
-    """AdamW with Megatron-LM's parameter groups: no weight decay on biases and 1-D (norm) params."""
-    decay: list[torch.nn.Parameter] = []
-    no_decay: list[torch.nn.Parameter] = []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if name.endswith(".bias") or p.dim() == 1 else decay).append(p)
-    groups = [
-        {"params": decay, "wd_mult": 1.0},
-        {"params": no_decay, "wd_mult": 0.0},
-    ]
-    # megatron's FP32Optimizer hard-codes CUDA; plain AdamW is the same update rule.
-    return torch.optim.AdamW(
-        [g for g in groups if g["params"]],
-        lr=args.lr,
-        betas=(args.adam_beta1, args.adam_beta2),
-        eps=args.adam_eps,
-        weight_decay=args.weight_decay,
-    )
-
-
-def build_scheduler(opt: torch.optim.Optimizer, args: argparse.Namespace) -> Any:
-    """megatron-core's ``OptimizerParamScheduler`` with Megatron-LM's sample-based step counts."""
-    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
-
-    gbs = args.global_batch_size
-    return OptimizerParamScheduler(
-        opt,
-        init_lr=args.lr_warmup_init,
-        max_lr=args.lr,
-        min_lr=args.min_lr,
-        lr_warmup_steps=args.lr_warmup_iters * gbs,
-        lr_decay_steps=args.lr_decay_iters * gbs,
-        lr_decay_style=args.lr_decay_style,
-        start_wd=args.weight_decay,
-        end_wd=args.weight_decay,
-        wd_incr_steps=args.train_iters * gbs,
-        wd_incr_style="constant",
-        use_checkpoint_opt_param_scheduler=args.use_checkpoint_opt_param_scheduler,
-        override_opt_param_scheduler=args.override_opt_param_scheduler,
-        wsd_decay_steps=None if args.lr_wsd_decay_iters is None else args.lr_wsd_decay_iters * gbs,
-        lr_wsd_decay_style=args.lr_wsd_decay_style,
-    )
-
-
-def _autocast(args: argparse.Namespace, rt: Runtime) -> contextlib.AbstractContextManager[Any]:
-    if args.bf16 and rt.device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def _allreduce_mean(tensors: Sequence[torch.Tensor], rt: Runtime) -> None:
-    if rt.world_size > 1:
-        for t in tensors:
-            dist.all_reduce(t)
-            t.div_(rt.world_size)
-
-
-def _any_rank(flag: bool, rt: Runtime) -> bool:
-    if rt.world_size == 1:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=rt.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
 
 
 class Trainer:
@@ -198,7 +74,7 @@ class Trainer:
 
     # ---- one step -------------------------------------------------------------------------
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        with _autocast(self.args, self.rt):
+        with autocast(self.args, self.rt):
             per_token = self.model(batch["tokens"], batch["position_ids"], self.mask, labels=batch["labels"])
         mask = batch["loss_mask"].float()
         loss: torch.Tensor = (per_token.float() * mask).sum() / mask.sum().clamp(min=1.0)
@@ -220,7 +96,7 @@ class Trainer:
             (loss / self.num_micro).backward()
             total += loss.detach() / self.num_micro
         params = [p for p in self.model.parameters() if p.grad is not None]
-        _allreduce_mean([p.grad for p in params if p.grad is not None] + [total], rt)
+        allreduce_mean([p.grad for p in params if p.grad is not None] + [total], rt)
         max_norm = args.clip_grad if args.clip_grad > 0 else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         lr_used = float(self.opt.param_groups[0]["lr"])
@@ -243,7 +119,7 @@ class Trainer:
                 total += self._loss(get_batch(self.valid_ds, start, args.micro_batch_size, rt.device))
             self.valid_consumed += args.global_batch_size
         total /= args.eval_iters * self.num_micro
-        _allreduce_mean([total], rt)
+        allreduce_mean([total], rt)
         return float(total.item())
 
     # ---- logging ------------------------------------------------------------------------------
@@ -251,7 +127,7 @@ class Trainer:
         args = self.args
         lr = self.opt.param_groups[0]["lr"]
         stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-        _print(
+        say(
             self.rt,
             f" [{stamp}] iteration {self.iteration:8d}/{args.train_iters:8d} |"
             f" consumed samples: {self.iteration * args.global_batch_size:12d} |"
@@ -272,9 +148,9 @@ class Trainer:
             f" validation loss at iteration {self.iteration} | lm loss value: {loss:.6E} |"
             f" lm loss PPL: {ppl:.6E} | "
         )
-        _print(self.rt, "-" * len(line))
-        _print(self.rt, line)
-        _print(self.rt, "-" * len(line))
+        say(self.rt, "-" * len(line))
+        say(self.rt, line)
+        say(self.rt, "-" * len(line))
         if self.tb is not None:
             self.tb.add_scalar("lm loss validation", loss, self.iteration)
             self.tb.add_scalar("lm loss validation ppl", ppl, self.iteration)
@@ -294,7 +170,7 @@ class Trainer:
             self.args.ckpt_format,
         )
         self.last_saved = self.iteration
-        _print(
+        say(
             self.rt,
             f"  successfully saved checkpoint from iteration {self.iteration:7d} to {path} "
             f"[ t {time.perf_counter() - t0:.2f}s ]",
@@ -306,15 +182,15 @@ class Trainer:
         loaded = load_checkpoint(Path(self.args.load), self.model, self.opt, self.scheduler, self.args)
         if loaded is None:
             tracker = Path(self.args.load) / "latest_checkpointed_iteration.txt"
-            _print(self.rt, f"WARNING: could not find the metadata file {tracker}")
-            _print(self.rt, "    will not load any checkpoints and will start from random")
+            say(self.rt, f"WARNING: could not find the metadata file {tracker}")
+            say(self.rt, "    will not load any checkpoints and will start from random")
             return
         self.iteration = loaded.iteration
         self.last_saved = loaded.iteration if Path(self.args.load) == Path(self.args.save or "") else None
         # Validation resumes where an uninterrupted run would be.
         evals_done = self.iteration // self.args.eval_interval
         self.valid_consumed = evals_done * self.args.eval_iters * self.args.global_batch_size
-        _print(
+        say(
             self.rt,
             f"  successfully loaded checkpoint from {loaded.path} [ t 1/1, p 1/1 ]"
             f" at iteration {self.iteration}",
@@ -353,15 +229,15 @@ class Trainer:
                 stop = f"exiting program after {args.exit_duration_in_mins} minutes"
             elif args.exit_interval and self.iteration % args.exit_interval == 0:
                 stop = f"exiting program at iteration {self.iteration}"
-            if _any_rank(stop is not None, rt) and self.iteration < args.train_iters:
+            if any_rank(stop is not None, rt) and self.iteration < args.train_iters:
                 self.save()
-                _print(rt, stop or "exiting program (another rank asked to stop)")
+                say(rt, stop or "exiting program (another rank asked to stop)")
                 return 0
         self.save()
         if self.tb is not None:
             self.tb.flush()
         # Printed only once the final checkpoint is on disk (Megatron-LM prints it before saving).
-        _print(rt, f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {DONE_MESSAGE}")
+        say(rt, f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {DONE_MESSAGE}")
         return 0
 
 

@@ -40,7 +40,8 @@ def megatron_checkpoint(extra: list[str], fmt: str, save: Path, dtype: str = "fl
     from autoexp_cluster.checkpointing import save_checkpoint
     from autoexp_cluster.megatron_args import parse_args
     from autoexp_cluster.model import build_model
-    from autoexp_cluster.trainer import build_optimizer, build_scheduler, seed_everything
+    from autoexp_cluster.optimizer import build_optimizer, build_scheduler
+    from autoexp_cluster.runtime import seed_everything
 
     args = parse_args([*BASE, *extra])
     args.padded_vocab_size = 128
@@ -119,7 +120,7 @@ def demo_data(tmp_path_factory: pytest.TempPathFactory) -> DemoData:
 def megatron_runtime() -> Any:
     """gloo + megatron parallel state (+ CPU shim) for in-process models, once per session."""
     from autoexp_cluster.megatron_args import parse_args
-    from autoexp_cluster.trainer import init_runtime
+    from autoexp_cluster.runtime import init_runtime
 
     args = parse_args(["--num-layers", "1", "--hidden-size", "8", "--num-attention-heads", "1",
                        "--seq-length", "8", "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1",

@@ -21,7 +21,7 @@ def test_resume_reads_args_with_absent_modules_and_unknown_enum_members(
     from autoexp_cluster.checkpointing import load_checkpoint
     from autoexp_cluster.megatron_args import parse_args
     from autoexp_cluster.model import build_model
-    from autoexp_cluster.trainer import build_optimizer, build_scheduler
+    from autoexp_cluster.optimizer import build_optimizer, build_scheduler
 
     saved = megatron_checkpoint([], fmt, tmp_path / "ckpt")
     with megatron_lm_classes(monkeypatch) as objs:

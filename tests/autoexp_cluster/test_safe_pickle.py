@@ -97,7 +97,7 @@ def test_trainer_resume_refuses_a_pickle_that_runs_code(
     from autoexp_cluster.checkpointing import load_checkpoint
     from autoexp_cluster.megatron_args import parse_args
     from autoexp_cluster.model import build_model
-    from autoexp_cluster.trainer import build_optimizer, build_scheduler
+    from autoexp_cluster.optimizer import build_optimizer, build_scheduler
 
     megatron_checkpoint([], fmt, tmp_path / "ckpt")
     marker = tmp_path / "pwned"
