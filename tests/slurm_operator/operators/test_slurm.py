@@ -54,6 +54,10 @@ def _op(**kwargs: Any) -> SlurmOperator:
             r"fatal_patterns\['DEAD'\]\[0\]\.repeats: expected an integer >= 1, got 0",
         ),
         (
+            {"fatal_patterns": {"SPIKE": [{"pattern": r"loss: (\S+)", "above_median": 0.5}]}},
+            r"fatal_patterns\['SPIKE'\]\[0\]\.above_median: expected a number > 1, got 0\.5",
+        ),
+        (
             {"fatal_patterns": {"DEAD": "x"}},
             r"fatal_patterns\['DEAD'\]: expected a list of patterns, got 'x'",
         ),

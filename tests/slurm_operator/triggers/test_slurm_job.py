@@ -7,6 +7,7 @@ the real cluster and a real triggerer in tests/slurm_operator/integration.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from types import SimpleNamespace
@@ -355,6 +356,26 @@ async def test_two_dead_intervals_of_three_do_not_stop_the_job(cluster: FakeSlur
     (ev,) = await _events(SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}))
     assert (ev.status, ev.slurm_state, "fatal" in ev.data) == (events.ENDED, "COMPLETED", False)
     assert cluster.cancelled == []
+
+
+async def test_a_value_above_k_times_its_running_median_cancels_the_job(cluster: FakeSlurm) -> None:
+    """An ``above_median`` rule, through the trigger's serialized (JSON) form: the loss settles at
+    2.0, then 2 log intervals above 3 x 2.0 cancel the job at the second."""
+    spike = {"pattern": r"lm loss: ([^\s|]+)", "above_median": 3.0, "repeats": 2, "window": 3}
+    kwargs = {"progress_pattern": r"\biteration\s+(\d+)/", "fatal_patterns": {"DIVERGED": [spike]}}
+    classpath, stored = SlurmJobTrigger(**{**JOB_KWARGS, **kwargs}).serialize()
+    trigger = import_string(classpath)(**json.loads(json.dumps(stored)))
+    losses = ["2.1", "2.0", "1.9", "7.5", "2.0", "6.3", "9.9", "2.0"]
+    cluster.states = [{"42": SlurmState.RUNNING}]
+    cluster.files["/r/job-42.out"] = "12345" + "".join(
+        f" iteration {i}/ 99 | lm loss: {v} |\n" for i, v in enumerate(losses, start=1)
+    )
+    (ev,) = await _events(trigger)
+    line = "iteration 7/ 99 | lm loss: 9.9 |"
+    assert (ev.status, ev.data["fatal"], ev.data["fatal_line"]) == (events.FATAL, "DIVERGED", line)
+    assert cluster.marked == [
+        {"marker": "/r/job-42.out.airflow-cancel", "reason": f"fatal: DIVERGED: {line}"}
+    ]
 
 
 async def test_the_final_event_says_what_the_job_reported_for_its_attempt_record(cluster: FakeSlurm) -> None:
