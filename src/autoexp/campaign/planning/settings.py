@@ -9,106 +9,38 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
+from pydantic_core import ErrorDetails
 
 from autoexp.campaign.planning import fields as format_fields
 from autoexp.campaign.planning import schedule as schedules
-
-_SCHEMA = ConfigDict(extra="forbid")
+from autoexp.campaign.planning.setting_types import (
+    SCHEMA,
+    Checked,
+    Count,
+    Exact,
+    Flag,
+    Parsed,
+    Seconds,
+    Strings,
+    Text,
+    VarName,
+    rule_error,
+)
 
 
 class SettingsError(ValueError):
     """A bad `airflow:` section; `str()` is the one-line `FILE:LINE: airflow.key: message`."""
 
 
-class _Exact:
-    """Field annotation: the YAML value must already have one of ``kinds``.
-
-    Nothing is coerced (`retries: "2"` is an error, as before the schema) and the value keeps its type:
-    an int number of seconds stays an int, which reaches the serialized DAGs.
-
-    :param text: what the key takes, in errors (``expected TEXT, got ...``) and in the docs table.
-    :param unit: appended to bound errors and to the docs type (``must be >= 0 (seconds)``).
-    """
-
-    def __init__(self, text: str, *kinds: type, unit: str = "", nonempty: bool = False) -> None:
-        self.text, self.kinds, self.unit, self.nonempty = text, kinds, unit, nonempty
-
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_before_validator_function(self.check, handler(source))
-
-    def check(self, value: Any) -> Any:
-        # bool is an int subclass: `retries: yes` must not pass as 1.
-        wrong_kind = (isinstance(value, bool) and bool not in self.kinds) or not isinstance(value, self.kinds)
-        if wrong_kind or (self.nonempty and not value):
-            raise self.error(value)
-        return value
-
-    def error(self, value: Any) -> PydanticCustomError:
-        return PydanticCustomError(
-            "autoexp_type", "expected {text}, got {got}", {"text": self.text, "got": repr(value)}
-        )
-
-
-class _StringList(_Exact):
-    """A list of strings, or one string standing for a list of one (``tags: scaling``); kept as a tuple."""
-
-    def __init__(self) -> None:
-        super().__init__("a list of strings", list, tuple, str)
-
-    def check(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return (value,)
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-            raise self.error(value)
-        return tuple(value)
-
-
-class _Parsed(_Exact):
-    """An exact value that ``parse`` must also accept (a ValueError is the key's one-line error)."""
-
-    def __init__(self, text: str, parse: Callable[[Any], Any], *kinds: type) -> None:
-        super().__init__(text, *kinds)
-        self.parse = parse
-
-    def check(self, value: Any) -> Any:
-        try:
-            return self.parse(super().check(value))
-        except ValueError:
-            raise self.error(value) from None
-
-
-class _Checked(_Exact):
-    """A string that ``check`` must accept; its ValueError's text is the key's one-line error."""
-
-    def __init__(self, text: str, check: Callable[[str], str]) -> None:
-        super().__init__(text, str)
-        self.validate = check
-
-    def check(self, value: Any) -> Any:
-        try:
-            return self.validate(super().check(value))
-        except ValueError as exc:
-            raise PydanticCustomError("autoexp_type", "{why}", {"why": str(exc)}) from None
-
-
-Count = Annotated[int, _Exact("int", int)]
-Seconds = Annotated[int | float, _Exact("int or float", int, float, unit="seconds")]
-Text = Annotated[str, _Exact("str", str)]
-Flag = Annotated[bool, _Exact("bool", bool)]
-VarName = Annotated[str, _Exact("a variable name", str, nonempty=True)]
-Strings = Annotated[tuple[str, ...], _StringList()]
 NotifierKind = Literal["log", "smtp", "slack"]
 NOTIFIER_KINDS: tuple[str, ...] = get_args(NotifierKind)
 # A pattern's error and docs text: regexes are not for users.
@@ -119,7 +51,7 @@ def _var(default: str, description: str) -> Any:
     return Field(default=default, description=description)
 
 
-@dataclass(frozen=True, config=_SCHEMA)
+@dataclass(frozen=True, config=SCHEMA)
 class Keys:
     """Names of the variables and labels the planner reads; defaults fit an unchanged AutoExperiment."""
 
@@ -144,12 +76,7 @@ class Keys:
     gpus_per_node: VarName = _var("GPUS_PER_NODE", "variable holding a training's GPUs per node (ditto)")
 
 
-def _rule(field: str, message: str) -> PydanticCustomError:
-    """A rule across keys of one section, reported at the key that must change."""
-    return PydanticCustomError("autoexp_rule", "{message}", {"field": field, "message": message})
-
-
-@dataclass(frozen=True, config=_SCHEMA)
+@dataclass(frozen=True, config=SCHEMA)
 class NotifierSettings:
     """Where failure alerts go: a log file (default), e-mail over an SMTP connection, or a Slack webhook."""
 
@@ -181,23 +108,23 @@ class NotifierSettings:
     @model_validator(mode="after")
     def _kind_has_its_target(self) -> NotifierSettings:
         if self.kind == "smtp" and not self.to:
-            raise _rule("to", "kind smtp needs at least one recipient")
+            raise rule_error("to", "kind smtp needs at least one recipient")
         if self.kind == "slack" and not self.conn_id:
-            raise _rule("conn_id", "kind slack needs the Airflow connection id of the webhook")
+            raise rule_error("conn_id", "kind slack needs the Airflow connection id of the webhook")
         return self
 
 
-@dataclass(frozen=True, config=_SCHEMA)
+@dataclass(frozen=True, config=SCHEMA)
 class GateSettings:
     """The budget gate of the campaign trigger DAG: an estimate of a slice's GPU-hours, and when to ask."""
 
-    tflops_per_gpu: Annotated[int | float, _Exact("int or float", int, float, unit="TFLOP/s")] = Field(
+    tflops_per_gpu: Annotated[int | float, Exact("int or float", int, float, unit="TFLOP/s")] = Field(
         default=100,
         gt=0,
         description="sustained training throughput assumed per GPU (10^12 FLOP/s; about a third of an "
         "A100's bf16 peak): GPU-hours = 6 x parameters x tokens / this",
     )
-    gpu_hours_threshold: Annotated[int | float, _Exact("int or float", int, float, unit="GPU-hours")] = Field(
+    gpu_hours_threshold: Annotated[int | float, Exact("int or float", int, float, unit="GPU-hours")] = Field(
         default=0,
         ge=0,
         description="a slice estimated above this (or with a training it cannot estimate) waits for an "
@@ -219,7 +146,7 @@ class GateSettings:
         return self.always or self.gpu_hours_threshold > 0
 
 
-@dataclass(frozen=True, config=_SCHEMA)
+@dataclass(frozen=True, config=SCHEMA)
 class AirflowSettings:
     """Validated `airflow:` section; every key is optional and documented by its field's description.
 
@@ -231,7 +158,7 @@ class AirflowSettings:
     )
     schedule: Annotated[
         str | None,
-        _Parsed("cron, preset (@daily), ISO 8601 duration, or null", schedules.checked, str, type(None)),
+        Parsed("cron, preset (@daily), ISO 8601 duration, or null", schedules.checked, str, type(None)),
     ] = Field(
         default=None,
         description="DAG schedule: cron, preset such as `@daily`, or ISO 8601 duration such as `PT6H`; "
@@ -239,7 +166,7 @@ class AirflowSettings:
         "triggered",
     )
     start_date: Annotated[
-        str, _Parsed("a date (YYYY-MM-DD, or an ISO date-time)", schedules.iso_date, str, date)
+        str, Parsed("a date (YYYY-MM-DD, or an ISO date-time)", schedules.iso_date, str, date)
     ] = Field(default="2024-01-01", description="DAG start date: the first schedule interval starts here")
     tags: Strings = Field(default=("autoexp",), description="DAG tags (one string or a list)")
     owner: Text = Field(default="autoexp", description="owner of every task")
@@ -251,7 +178,7 @@ class AirflowSettings:
     pool: Text = Field(
         default="", description="Airflow pool capping concurrent Slurm jobs; empty: `slurm_<ssh_conn_id>`"
     )
-    remote_dir: Annotated[str, _Checked("str, plain `{VAR}` fields only", format_fields.checked)] = Field(
+    remote_dir: Annotated[str, Checked("str, plain `{VAR}` fields only", format_fields.checked)] = Field(
         default="{RUN_DIR}/autoexp",
         description="cluster folder where rendered scripts and helpers are staged; "
         "`{VAR}`s of the pretrain TRAIN job",
@@ -371,8 +298,8 @@ def _section(path: list[str]) -> Any:
     return section
 
 
-def _exact(info: FieldInfo) -> _Exact | None:
-    return next((m for m in info.metadata if isinstance(m, _Exact)), None)
+def _exact(info: FieldInfo) -> Exact | None:
+    return next((m for m in info.metadata if isinstance(m, Exact)), None)
 
 
 def _problem(error: ErrorDetails, info: FieldInfo) -> str:
@@ -391,7 +318,7 @@ def _problem(error: ErrorDetails, info: FieldInfo) -> str:
         return "must not be empty"
     if kind == "string_pattern_mismatch":
         return f"only {_PATTERNS[ctx['pattern']]} are allowed"
-    return error["msg"]  # our own checks (_Exact) already read as one line
+    return error["msg"]  # our own checks (Exact) already read as one line
 
 
 def _explain(error: ErrorDetails) -> tuple[str, str]:
