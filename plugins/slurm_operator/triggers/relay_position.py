@@ -10,6 +10,11 @@ with its XComs cleared, and that try's wait relays from its own deferral's offse
 The watchdog's clocks (``watchdog.Clocks``: since when the job is unclassifiable, its progress
 high and when it was reached) ride in the same value, written by the same single writer: a
 re-created trigger continues them instead of restarting every bound.
+
+While the job is PENDING the value also says why and until when (``pending``: the record's
+``JobRecord.pending_note()``, e.g. ``Priority, est. start 2026-12-03T14:05``); the first poll that
+sees it running drops it. The value is therefore what a UI reads to show a waiting job's note
+without asking the cluster: one XCom read, no SSH (the Campaigns page does).
 """
 
 from __future__ import annotations
@@ -33,16 +38,22 @@ STORE_TIMEOUT = 90.0
 @dataclass(frozen=True)
 class RelayPosition:
     """Bytes of ``log_path`` (job ``job_id``'s log) relayed so far: every line before ``offset``;
-    ``clocks``: the wait's watchdog clocks (JSON, read by ``watchdog.Clocks.from_value``)."""
+    ``clocks``: the wait's watchdog clocks (JSON, read by ``watchdog.Clocks.from_value``);
+    ``pending``: while the job pends, why and its estimated start (``JobRecord.pending_note()``)."""
 
     job_id: str
     log_path: str
     offset: int
     clocks: dict[str, Any] = field(default_factory=dict)
+    pending: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        value = {"job_id": self.job_id, "log_path": self.log_path, "offset": self.offset}
-        return {**value, "clocks": self.clocks} if self.clocks else value
+        value: dict[str, Any] = {"job_id": self.job_id, "log_path": self.log_path, "offset": self.offset}
+        if self.clocks:
+            value["clocks"] = self.clocks
+        if self.pending is not None:
+            value["pending"] = self.pending
+        return value
 
     @classmethod
     def from_value(cls, value: Any) -> RelayPosition | None:
@@ -54,8 +65,14 @@ class RelayPosition:
             return None
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return None
-        clocks = value.get("clocks")
-        return cls(job, path, offset, dict(clocks) if isinstance(clocks, dict) else {})
+        clocks, pending = value.get("clocks"), value.get("pending")
+        return cls(
+            job,
+            path,
+            offset,
+            dict(clocks) if isinstance(clocks, dict) else {},
+            pending if isinstance(pending, str) else None,
+        )
 
 
 class PositionStore(Protocol):
@@ -134,6 +151,7 @@ class RelayBook:
     failures: int = 0
     slowest_save: float = 0.0
     clocks: dict[str, Any] = field(default_factory=dict)  # as stored (an earlier run's, once known)
+    pending: str | None = None  # the pending note as stored
     _loading: asyncio.Task[RelayPosition | None] | None = field(default=None, repr=False)
     _known: bool = False
 
@@ -182,7 +200,7 @@ class RelayBook:
         ours = stored is not None and (stored.job_id, stored.log_path) == (self.job_id, self.log_path)
         # (else another attempt's job; and a deferral further on than the store wins)
         if ours and stored is not None:
-            self.clocks = dict(stored.clocks)
+            self.clocks, self.pending = dict(stored.clocks), stored.pending
         if ours and stored is not None and stored.offset > self.offset:
             self.logger.info(
                 "Slurm job %s: log relay resumes at byte %d of %s (relayed up to there before this "
@@ -194,30 +212,37 @@ class RelayBook:
             self.offset = stored.offset
         return True
 
-    async def keep(self, clocks: dict[str, Any]) -> None:
-        """Store ``clocks`` with the current position, once the stored value is known (before, it
-        would overwrite an earlier run's clocks it has not read yet). A failed store is retried by
-        the next call."""
-        if self._known and self.store is not None and clocks != self.clocks:
-            await self.advance(self.offset, clocks=clocks)
+    async def keep(self, clocks: dict[str, Any], pending: str | None = None) -> None:
+        """Store ``clocks`` and the job's ``pending`` note (None: it is not pending) with the current
+        position, once the stored value is known (before, it would overwrite an earlier run's clocks
+        it has not read yet). A failed store is retried by the next call."""
+        changed = (clocks, pending) != (self.clocks, self.pending)
+        if self._known and self.store is not None and changed:
+            await self.advance(self.offset, clocks=clocks, pending=pending)
 
     async def advance(
-        self, offset: int, *, final: bool = False, clocks: dict[str, Any] | None = None
+        self,
+        offset: int,
+        *,
+        final: bool = False,
+        clocks: dict[str, Any] | None = None,
+        pending: str | None = None,
     ) -> bool:
-        """Store ``offset`` (and ``clocks``, when given); True when the lines up to it may be emitted
-        now (the caller then emits).
+        """Store ``offset`` (and ``clocks``, when given; ``pending``: the job's pending note, None
+        for a job that is not pending, as every job whose log is relayed); True when the lines up
+        to it may be emitted now (the caller then emits).
 
         Stored first, a line is never relayed twice. A store that fails or does not answer within
         ``STORE_TIMEOUT`` holds the lines back (False: the next poll reads them again), except for
         the last read (``final``), whose lines go out anyway.
         """
         clocks = self.clocks if clocks is None else clocks
-        if offset == self.offset and clocks == self.clocks:
+        if (offset, clocks, pending) == (self.offset, self.clocks, self.pending):
             return True
         if self.store is not None:
             started = time.monotonic()
             try:
-                position = RelayPosition(self.job_id, self.log_path, offset, clocks)
+                position = RelayPosition(self.job_id, self.log_path, offset, clocks, pending)
                 await asyncio.wait_for(self.store.save(position), STORE_TIMEOUT)
             except Exception as exc:
                 self.failures += 1
@@ -227,7 +252,7 @@ class RelayBook:
             else:
                 self.saves += 1
                 self.slowest_save = max(self.slowest_save, time.monotonic() - started)
-        self.offset, self.clocks = offset, clocks
+        self.offset, self.clocks, self.pending = offset, clocks, pending
         return True
 
     def close(self) -> None:

@@ -237,7 +237,8 @@ class SlurmJobTrigger(BaseTrigger):
                     yield self._final(events.ENDED, message, record, book.offset, data)
                     return
                 alarm = dog.observe(record, now=res.polled_at, remote_now=res.remote_now, files=res.files)
-                await book.keep(dog.clocks().to_dict())  # a clock that started: kept before it counts
+                # A clock that started: kept before it counts. The pending note: for a UI (relay_position).
+                await book.keep(dog.clocks().to_dict(), pending)
                 if alarm is not None and alarm.kind == "fatal":
                     # At once, here: every poll interval more is the whole allocation's time.
                     self.log.warning("Slurm job %s: %s", self.job_id, alarm.message)

@@ -93,6 +93,50 @@ def test_a_foreign_or_garbled_stored_value_is_no_position(value: Any) -> None:
 def test_a_position_round_trips() -> None:
     pos = RelayPosition("42", LOG, 17)
     assert RelayPosition.from_value(pos.to_dict()) == pos
+    waiting = RelayPosition("42", LOG, 0, pending="JobHeldUser, no start estimate yet")
+    assert waiting.to_dict()["pending"] == "JobHeldUser, no start estimate yet"
+    assert RelayPosition.from_value(waiting.to_dict()) == waiting
+    assert RelayPosition.from_value({**pos.to_dict(), "pending": 3}) == pos  # garbled: no note
+
+
+async def test_the_stored_value_says_why_a_pending_job_waits_until_it_runs(
+    cluster: FakeSlurm,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a UI reads to show a waiting job's note without asking the cluster: stored once per
+    change of the note, dropped by the poll that sees the job run."""
+    from slurm_operator.model.records import JobRecord, JobStates
+
+    def pending(reason: str, start: str | None = None) -> JobRecord:
+        return JobRecord("42", "n", SlurmState.PENDING, reason=reason, expected_start=start)
+
+    rounds = [
+        pending("JobHeldUser"),  # the stored value is not known yet at the first poll: nothing stored
+        pending("JobHeldUser"),
+        pending("JobHeldUser"),
+        pending("Priority", "2026-12-03T14:05:00"),
+        pending("Priority", "2026-12-03T14:05:40"),  # the same minute: the same note
+        JobRecord("42", "n", SlurmState.RUNNING),
+        JobRecord("42", "n", SlurmState.COMPLETED, exit_code=0),
+    ]
+
+    async def job_states(job_ids: list[str], watch: Any = ()) -> JobStates:
+        return JobStates(records={"42": rounds.pop(0) if len(rounds) > 1 else rounds[0]})
+
+    monkeypatch.setattr(cluster, "job_states", job_states)
+    store = MemoryStore([], {"job_id": "42", "log_path": LOG, "offset": 0})  # as the operator seeds it
+    saved: list[Any] = []
+    save = store.save
+
+    async def keep_each(position: RelayPosition) -> None:
+        await save(position)
+        saved.append(position.pending)
+
+    monkeypatch.setattr(store, "save", keep_each)
+    (ev,) = await _events(_trigger(store, monkeypatch, stream_logs=False))
+    assert ev.slurm_state == "COMPLETED"
+    assert saved == ["JobHeldUser, no start estimate yet", "Priority, est. start 2026-12-03T14:05", None]
+    assert "pending" not in store.value
 
 
 async def test_a_re_created_trigger_relays_each_line_once(
