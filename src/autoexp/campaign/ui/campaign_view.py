@@ -1,5 +1,6 @@
 """What the Campaigns page and ``autoexp status`` show: a config's experiments with the state of
-their latest runs (Airflow's REST API) and the campaign report's numbers (its files) when present.
+their latest runs (Airflow's REST API), why a waiting training's job pends (its wait's XCom), and
+the campaign report's numbers (its files) when present.
 No FastAPI here: app.py serves these dicts, cli_status.py prints them.
 """
 
@@ -20,6 +21,10 @@ from autoexp.campaign.report.campaign_report_render import answer_sections
 from autoexp.campaign.ui.airflow_api import AirflowApi
 
 _ITER = re.compile(r"(\d+)\s*$")
+# The XCom where a deferred Slurm wait keeps its state, a pending job's note included
+# (slurm_operator.triggers.relay_position.XCOM_KEY; a test holds the two equal: importing it here
+# would import Airflow, which ``autoexp status`` does without).
+WAIT_XCOM = "slurm_log_relay"
 
 
 def report_dir(stem: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -62,7 +67,25 @@ def _phase_progress(tis: Sequence[Mapping[str, Any]], phase: str) -> dict[str, A
         "state": (train[0].get("state") if train else None) or "none",
         "latest_checkpoint": max(iterations) if iterations else None,
         "evaluations": len(evals),
+        "pending": None,
     }
+
+
+def pending_note(api: AirflowApi, dag_id: str, run_id: str, phase: str, state: str) -> str | None:
+    """Why a training's job still pends and when Slurm expects to start it (``Priority, est. start
+    2026-12-03T14:05``), as its deferred wait last stored it; None for a training that is not
+    deferred or whose job is not pending. One REST read of an XCom, no SSH: the wait's poll
+    already asked the cluster (docs/slurm-operator.md, "While a job pends")."""
+    if state != "deferred":
+        return None
+    value = api.xcom(dag_id, run_id, f"{phase}.{TRAIN_TASK}", WAIT_XCOM)
+    if isinstance(value, str):  # a value stored as JSON text
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    note = value.get("pending") if isinstance(value, dict) else None
+    return note if isinstance(note, str) else None
 
 
 def campaign_view(
@@ -89,6 +112,7 @@ def campaign_view(
             cell = _phase_progress(tis_by_run.get(plan.dag_id, []), phase.key)
             if run is not None:
                 cell["url"] = run_url(plan.dag_id, run["dag_run_id"], f"{phase.key}.{TRAIN_TASK}")
+                cell["pending"] = pending_note(api, plan.dag_id, run["dag_run_id"], phase.key, cell["state"])
             numbers = reported.get(plan.dag_id, {}).get("cells", {}).get(phase.key, {})
             cell["final_loss"] = numbers.get("final_loss")
             cell["metrics"] = numbers.get("metrics", {})
@@ -167,6 +191,9 @@ def experiment_view(api: AirflowApi, dag_id: str, run_id: str) -> dict[str, Any]
         elif plot_name_ok(local.name) and local.is_file():
             plots.append(local.name)
         where = str(local.parent)
+    phases = {p: _phase_progress(tis, p) for p in phase_keys}
+    for phase, progress in phases.items():
+        progress["pending"] = pending_note(api, dag_id, run_id, phase, progress["state"])
     note = None
     if not files:
         note = "no report yet: the run's report task has not written one"
@@ -175,7 +202,7 @@ def experiment_view(api: AirflowApi, dag_id: str, run_id: str) -> dict[str, Any]
     return {
         "dag_id": dag_id,
         "run_id": run_id,
-        "phases": {p: _phase_progress(tis, p) for p in phase_keys},
+        "phases": phases,
         "rows": rows,
         "plots": plots,
         "note": note,

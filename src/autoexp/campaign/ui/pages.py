@@ -17,6 +17,9 @@ pre{background:#f7f7f7;padding:6px;font-size:12px;overflow-x:auto}
 fieldset{display:inline-block;vertical-align:top;border:1px solid #ddd;margin:2px}
 """
 
+# A phase's training in words: its task's state, or why its Slurm job still pends while it does.
+_TRAINING = """function training(p){return p.pending ? "pending: " + p.pending : p.state;}"""
+
 CAMPAIGNS_PAGE = (
     """<!doctype html><html><head><meta charset="utf-8"><title>Campaigns</title><style>"""
     + _STYLE
@@ -26,6 +29,9 @@ CAMPAIGNS_PAGE = (
 const base = location.pathname.replace(/\\/+$/, "");
 function esc(s){return String(s ?? "").replace(/[&<>"']/g, c => "&#" + c.charCodeAt(0) + ";");}
 function num(x){return x === null || x === undefined ? "" : Number(x).toPrecision(4);}
+"""
+    + _TRAINING
+    + """
 async function getJson(url, opts){
   const r = await fetch(url, Object.assign({credentials: "same-origin"}, opts || {}));
   const body = await r.json().catch(() => ({}));
@@ -45,10 +51,10 @@ function grid(c){
     for (const p of c.phases){
       const cell = e.cells[p];
       if (!cell){ h += "<td></td>"; continue; }
-      const text = cell.state + (cell.final_loss != null ? " " + num(cell.final_loss) : "");
+      const text = training(cell) + (cell.final_loss != null ? " " + num(cell.final_loss) : "");
       const link = cell.url
         ? '<a target="_top" href="' + esc(cell.url) + '">' + esc(text) + "</a>" : esc(text);
-      h += '<td class="' + esc(cell.state) + '">' + link + "</td>";
+      h += '<td class="' + esc(cell.state) + (cell.pending ? " pending" : "") + '">' + link + "</td>";
     }
     h += "<td>" + num(e.gpu_hours) + "</td></tr>";
   }
@@ -126,6 +132,9 @@ EXPERIMENT_PAGE = (
 const api = location.pathname.replace("/experiment/", "/api/experiments/");
 function esc(s){return String(s ?? "").replace(/[&<>"']/g, c => "&#" + c.charCodeAt(0) + ";");}
 function show(x){return typeof x === "object" && x !== null ? JSON.stringify(x) : x;}
+"""
+    + _TRAINING
+    + """
 async function main(){
   const root = document.getElementById("experiment");
   const r = await fetch(api, {credentials: "same-origin"});
@@ -134,7 +143,8 @@ async function main(){
   let h = "<h3>" + esc(e.dag_id) + "</h3><table><tr><th>phase</th><th>training</th>"
     + "<th>latest checkpoint</th><th>evaluations done</th></tr>";
   for (const [p, s] of Object.entries(e.phases)){
-    h += "<tr><td>" + esc(p) + '</td><td class="' + esc(s.state) + '">' + esc(s.state) + "</td><td>"
+    h += "<tr><td>" + esc(p) + '</td><td class="' + esc(s.state) + (s.pending ? " pending" : "") + '">'
+      + esc(training(s)) + "</td><td>"
       + esc(s.latest_checkpoint ?? "-") + "</td><td>" + esc(s.evaluations) + "</td></tr>";
   }
   h += "</table>";

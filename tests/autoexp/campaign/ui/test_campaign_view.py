@@ -1,10 +1,15 @@
-"""The Campaigns page's report section: the campaign's answer in words, never its raw JSON."""
+"""The Campaigns page's data: the campaign's answer in words (never its raw JSON), and why a waiting
+training's job pends (from its wait's XCom, no SSH)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from slurm_operator.remote.parsers import parse_sacct
+from slurm_operator.triggers import relay_position
+from slurm_operator.triggers.relay_position import RelayPosition
 
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.ui import campaign_view as cv
@@ -35,3 +40,62 @@ def test_a_report_it_cannot_read_is_one_line_not_a_broken_page() -> None:
     (section,) = summary["answer"]
     assert section["title"] == "Answer"
     assert section["lines"][0].startswith("the report's answer cannot be read: ")
+
+
+class FakeApi:
+    """The REST API of one demo run: its trainings in the given states; the waits' XComs."""
+
+    def __init__(self, states: dict[str, str], xcoms: dict[str, Any]) -> None:
+        self.states, self.xcoms = states, xcoms
+        self.xcom_reads: list[tuple[str, str, str, str]] = []
+
+    def latest_runs(self, dag_ids: Any) -> dict[str, dict[str, Any]]:
+        return {DAG: {"dag_id": DAG, "dag_run_id": RUN, "state": "running"}}
+
+    def task_instances(self, runs: Any) -> list[dict[str, Any]]:
+        return [{"dag_id": DAG, "task_id": f"{p}.train", "state": s} for p, s in self.states.items()]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        self.xcom_reads.append((dag_id, run_id, task_id, key))
+        return self.xcoms.get(task_id)
+
+
+DAG, RUN = "demo_demo_tiny_lr0.003_bs4", "manual__2026-12-03T13:00:00+00:00"
+DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"
+HELD = "JobHeldUser, no start estimate yet"
+
+
+def test_a_waiting_training_s_cell_says_why_its_job_pends_read_from_its_wait_s_xcom() -> None:
+    """The note is what the deferred wait stored (relay_position): one XCom read per deferred
+    training, none for the others, no SSH. A wait whose job runs stored no note."""
+    waits = {
+        "pretrain.train": RelayPosition("41", "/r/41.out", 0, pending=HELD).to_dict(),
+        "cooldown_8K.train": json.dumps(
+            RelayPosition("42", "/r/42.out", 0, pending="Priority, est. start 2026-12-03T14:05").to_dict()
+        ),  # JSON text, as some XCom paths keep it
+        "cooldown_12K.train": RelayPosition("43", "/r/43.out", 100).to_dict(),
+    }
+    api = FakeApi({"pretrain": "deferred", "cooldown_8K": "deferred", "cooldown_12K": "deferred"}, waits)
+    view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
+    cells = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]
+    assert {p: c["pending"] for p, c in cells.items()} == {
+        "pretrain": HELD,
+        "cooldown_8K": "Priority, est. start 2026-12-03T14:05",
+        "cooldown_12K": None,  # running: the wait dropped the note
+    }
+    assert cv.WAIT_XCOM == relay_position.XCOM_KEY
+    assert [r[2:] for r in api.xcom_reads] == [(f"{p}.train", cv.WAIT_XCOM) for p in cells]
+    tab = cv.experiment_view(api, DAG, RUN)  # type: ignore[arg-type]
+    assert tab["phases"]["pretrain"] == {"state": "deferred", "latest_checkpoint": None, "evaluations": 0,
+                                         "pending": HELD}  # fmt: skip
+
+
+def test_only_a_deferred_training_costs_a_read() -> None:
+    stale = {"pretrain.train": RelayPosition("41", "/r/41.out", 0, pending=HELD).to_dict()}
+    api = FakeApi({"pretrain": "running", "cooldown_8K": "success", "cooldown_12K": "scheduled"}, stale)
+    view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
+    cells = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]
+    assert [c["pending"] for c in cells.values()] == [None, None, None]
+    assert api.xcom_reads == []
+    garbled = FakeApi({"pretrain": "deferred"}, {"pretrain.train": "not json"})
+    assert cv.pending_note(garbled, DAG, RUN, "pretrain", "deferred") is None  # type: ignore[arg-type]
