@@ -63,8 +63,8 @@ class TrainPlan:
     """A phase's training task: its script, log pattern, start condition and completion checks;
     ``job_name``: its Slurm job name, the same in every run (``job_name``); ``progress_pattern``:
     the iteration its log reports, its progress for hang detection; ``fatal_patterns``: the log
-    lines that end it without resubmission (``divergence.fatal_patterns_of``: a NaN, and a dead model's
-    loss for several log intervals)."""
+    lines that end it without resubmission (``divergence.fatal_patterns_of``: a NaN, a dead model's
+    loss for several log intervals, a loss spike when ``airflow.loss_spike`` is on)."""
 
     script_path: str
     output_path: str
@@ -293,7 +293,7 @@ def _phase_tasks(
         progress_command=run_layout.tracker_value(phase.checkpoint_dir),
         progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
         job_name=names(phase.key, TRAIN_TASK),
-        fatal_patterns=fatal_patterns_of(phase.train.params),
+        fatal_patterns=fatal_patterns_of(phase.train.params, settings.loss_spike),
     )
     checkpoints = None
     if phase.convert is not None:

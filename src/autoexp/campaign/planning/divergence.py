@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from autoexp.campaign.planning.loss_spike import LossSpikeSettings
 from autoexp.campaign.planning.training_log import ITERATION_PROGRESS
 
 DIVERGED: Final = "DIVERGED"
@@ -136,11 +137,31 @@ def first_repeated_match(rule: RepeatedRule, text: str) -> tuple[int, str] | Non
     return None
 
 
-def fatal_patterns_of(params: Mapping[str, Any]) -> dict[str, list[str | dict[str, Any]]]:
+# ---- a loss spike (airflow.loss_spike, off by default) -------------------------------------------
+# Megatron-LM's iteration line's training loss (`` iteration 37/ 1200 | ... | lm loss: 2.500000E+00 |``):
+# group 1 the value (NAN and INF too). Not the validation line's ``lm loss value:``.
+MEGATRON_LOSS: Final = r"\biteration\s+\d+\s*/\s*\d+\s*\|.*\blm loss:\s*([^\s|]+)\s*\|"
+
+
+def loss_spike_rule(spike: LossSpikeSettings) -> dict[str, Any] | None:
+    """The Slurm operator's ``above_median`` pattern for ``airflow.loss_spike``; None when it is off."""
+    if not spike.enabled:
+        return None
+    factor, intervals, window = float(spike.factor), spike.intervals, spike.window
+    return {"pattern": MEGATRON_LOSS, "above_median": factor, "repeats": intervals, "window": window}
+
+
+def fatal_patterns_of(
+    params: Mapping[str, Any], spike: LossSpikeSettings | None = None
+) -> dict[str, list[str | dict[str, Any]]]:
     """A training's ``fatal_patterns``: ``FATAL_PATTERNS`` and, when its ``VOCAB_SIZE`` is known, the
-    dead model's rule (checked while the job runs: it is cancelled at the ``repeat``-th flat line)."""
+    dead model's rule (checked while the job runs: it is cancelled at the ``repeat``-th flat line),
+    and ``spike``'s loss-spike rule when it is on."""
     patterns: list[str | dict[str, Any]] = list(MEGATRON_DIVERGED)
     dead = dead_model_rule_of(params)
     if dead is not None:
         patterns.append(dead.to_spec())
+    spike_rule = None if spike is None else loss_spike_rule(spike)
+    if spike_rule is not None:
+        patterns.append(spike_rule)
     return {DIVERGED: patterns}

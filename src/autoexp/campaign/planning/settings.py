@@ -1,8 +1,9 @@
 """The optional `airflow:` section of a campaign YAML: its declared schema and one-line errors.
 
-The pydantic dataclasses below are the one place each key is declared: type, default, bounds and
-description. Validation errors become `FILE:LINE: airflow.KEY: message`; the keys table of
-docs/config.md is generated from them (`settings_table`). No Airflow import.
+The pydantic dataclasses below (and the sections in their own modules, such as ``loss_spike``) are
+the one place each key is declared: type, default, bounds and description. Validation errors become
+`FILE:LINE: airflow.KEY: message`; the keys table of docs/config.md is generated from them
+(`settings_table`). No Airflow import.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic_core import ErrorDetails
 
 from autoexp.campaign.planning import fields as format_fields
 from autoexp.campaign.planning import schedule as schedules
+from autoexp.campaign.planning.loss_spike import LossSpikeSettings
 from autoexp.campaign.planning.setting_types import (
     SCHEMA,
     Checked,
@@ -248,6 +250,9 @@ class AirflowSettings:
     )
     gate: GateSettings = Field(
         default_factory=GateSettings, description="the budget gate before a campaign slice starts"
+    )
+    loss_spike: LossSpikeSettings = Field(
+        default_factory=LossSpikeSettings, description="stop a training whose loss spikes (off by default)"
     )
 
     @property
