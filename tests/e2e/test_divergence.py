@@ -7,6 +7,9 @@ fails an assertion; torchrun then prints its ~30 lines of shutdown report and sr
 The run allows resubmission (the ``max_attempts`` Param is 3) and one Airflow retry: without the
 divergence rule the FAILED job would be retried once (2 jobs). With it: one Slurm job, one try,
 one alert (kind ``log``) saying DIVERGED with the NaN line.
+
+A loss spike (``airflow.loss_spike`` set): a stand-in whose loss settles, then triples and stays
+there while it would train on for minutes; the trigger cancels it at the spike's m-th log interval.
 """
 
 from __future__ import annotations
@@ -119,3 +122,57 @@ def test_a_diverged_training_stops_after_one_attempt(
         f"\nDIVERGED: jobs={len(jobs)} job_seconds={jobs[0][2]} job_end_to_task_failed={fault_to_action:.1f}s"
     )
     assert fault_to_action < 120, fault_to_action
+
+
+# Healthy at about 3.0 for 8 log intervals (the window's 5 fill), then 9.5 (above 3 x 3.0) from
+# iteration 9 on: with intervals 2 the rule completes at iteration 10. Without it the job would run
+# for minutes more (one interval a second up to 400). SPIKE_AT gets the second spike line's time.
+SPIKE_LINE = "iteration 10/400 | lm loss: 9.5000 | number of nan iterations: 0 |"
+SPIKE_TRAINER = """import sys, time
+for i in range(1, 400):
+    loss = 3.0 - i / 1000 if i < 9 else 9.5
+    print(f"iteration {{i}}/400 | lm loss: {{loss:.4f}} | number of nan iterations: 0 |", flush=True)
+    if i == 10:
+        open({spike_at!r}, "w").write(repr(time.time()))
+    time.sleep(1.0)
+"""
+
+
+def test_a_loss_spike_stops_the_training_at_its_m_th_interval(
+    tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any
+) -> None:
+    spike_at = tmp_path / "spike_at"
+    trainer = tmp_path / "spike_train.py"
+    trainer.write_text(SPIKE_TRAINER.format(spike_at=str(spike_at)))
+    alerts = tmp_path / "alerts.log"
+    demo_dir = tmp_path / "campaign"
+    settings = (
+        f"  notify: {{kind: log, path: {alerts}}}\n  loss_spike: {{factor: 3, intervals: 2, window: 5}}\n"
+    )
+    config = reduced_config(
+        tmp_path,
+        ('TRAIN_SCRIPT: "{AUTOEXP_INCLUDE}/autoexp_cluster/pretrain_gpt.py"', f'TRAIN_SCRIPT: "{trainer}"'),
+        ("  paused: false\n", "  paused: false\n" + settings),
+    )
+    stack = airflow_stack_factory(REPO / "dags", AUTOEXP_CONFIGS=str(config), AUTOEXP_DEMO_DIR=str(demo_dir))
+    create_pool(stack)
+    run_id = stack.trigger(DAG_ID, {"max_attempts": 3}, timeout=300)
+    assert stack.wait_run(DAG_ID, run_id, timeout=600, poll=3) == "failed"
+
+    jobs = _jobs(slurm_cluster, job_name(config, demo_dir))
+    assert [job[1].split()[0] for job in jobs] == ["CANCELLED"], jobs  # by the rule, once
+    train = next(t for t in task_instances(stack, DAG_ID, run_id) if t["task_id"] == "pretrain.train")
+    assert (train["state"], train["try_number"]) == ("failed", 1), train
+
+    def failure_alert() -> str | None:
+        text = alerts.read_text() if alerts.exists() else ""
+        return text if "autoexp FAILED" in text else None
+
+    text = stack.poll("the failure alert", failure_alert, timeout=120, interval=2)
+    assert f"slurm_job={jobs[0][0]} state=DIVERGED " in text, text
+    assert f"DIVERGED: its log says {SPIKE_LINE!r}; not resubmitted" in text, text
+
+    # The figures of the note: seconds from the completing spike line to the job's end, job-seconds.
+    line_to_cancel = float(jobs[0][3]) - float(spike_at.read_text())
+    print(f"\nLOSS SPIKE: jobs={len(jobs)} job_seconds={jobs[0][2]} line_to_cancel={line_to_cancel:.1f}s")
+    assert line_to_cancel < 120, line_to_cancel
