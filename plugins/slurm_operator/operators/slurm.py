@@ -58,10 +58,12 @@ class SlurmOperator(BaseOperator):
         keeps advancing across time limits.
     :param fatal_patterns: name -> patterns, each a regex or ``{"pattern": regex, "repeats": m}``
         (``{"DIVERGED": [r"loss: nan", {"pattern": r"grad norm: 0[.]0+ ", "repeats": 5}]}``; m
-        consecutive matching lines, counting the lines ``progress_pattern`` matches when it is set:
-        ``policy.fatal``). Searched in the running job's log as it is relayed (the trigger cancels
-        the job at the match, within a poll interval) and in an ended job's log tail (unless it
-        COMPLETED its work): a match records the attempt with that name and the line
+        consecutive matching lines, counting the lines ``progress_pattern`` matches when it is set)
+        or ``{"pattern": regex, "above_median": k, "repeats": m, "window": w}`` (m consecutive lines
+        whose captured number is above k x the median of the w values before them): ``policy.fatal``.
+        Searched in the running job's log as it is relayed (the trigger cancels the job at the
+        match, within a poll interval) and in an ended job's log tail (unless it COMPLETED its
+        work): a match records the attempt with that name and the line
         (``Attempt.fatal``), verdict FATAL, and fails the task without resubmission nor Airflow
         retry (AirflowFailException): the same input would end the same way.
     :param poll_interval: seconds between state polls (batched per cluster in the triggerer).

@@ -88,10 +88,11 @@ class SlurmJobTrigger(BaseTrigger):
         integer: a training iteration); once it matched, only a new high of it or a change of
         ``progress_paths`` is progress, a log that merely grows is not (``watchdog.ProgressMark``;
         needs ``stream_logs``).
-    :param fatal_patterns: name -> patterns (``policy.fatal``: a regex, or ``{"pattern": regex,
-        "repeats": m}``), searched in the running job's new log lines as they are relayed (needs
-        ``stream_logs``): on a match the trigger cancels the job at once and ends the wait with a
-        ``fatal`` event naming the rule and the line; the operator never resubmits it.
+    :param fatal_patterns: name -> patterns (``policy.fatal``: a regex, ``{"pattern": regex,
+        "repeats": m}`` or ``{"pattern": regex, "above_median": k, "repeats": m, "window": w}``),
+        searched in the running job's new log lines as they are relayed (needs ``stream_logs``): on
+        a match the trigger cancels the job at once and ends the wait with a ``fatal`` event naming
+        the rule and the line; the operator never resubmits it.
     :param end_task_on_success: a COMPLETED job whose ``completion_regex`` (over its log tail) and
         ``completion_command`` both pass ends the task as a success from here (``TaskSuccessEvent``,
         after writing the XCom the operator would return): no task process resumes to judge it.
