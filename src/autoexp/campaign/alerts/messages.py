@@ -26,12 +26,9 @@ _MAX_TAIL = 4000
 # ``GET /api/v2/eventLogs``), which a callback cannot read: the DAG processor's callbacks run with
 # the ORM blocked (``supervisor.block_orm_access``) and its channel serves no event-log request.
 _FROM_OUTSIDE = "marked failed (by a user or the API) or killed at or before {at}, no error recorded"
-# ckpt_check's line for a rollback (include/autoexp_cluster/ckpt_check.py ``heal``): a corrupt
-# checkpoint set aside, the training resumed from an older one or started over. The job that did it
-# prints it once, at its start: reading each attempt's log once finds each rollback once.
-ROLLBACK_LINE = re.compile(
-    r"^\[autoexp\] checkpoint (iter_\d+) is corrupt \(.*\): set aside as \S+, .*$", re.M
-)
+# A line of ckpt_check's rollback record (include/autoexp_cluster/ckpt_check.py ``heal``): when, the
+# corrupt checkpoint, its new name, why, and where the training resumed (or that it started over).
+ROLLBACK_RECORD = re.compile(r"^\S+ (iter_\d+) -> ")
 _NO_ERROR = "no error recorded: see the task's log (a task failed from outside, e.g. marked failed, has none)"
 
 
@@ -282,12 +279,17 @@ def retry_alert(context: Context, experiment: str) -> tuple[str, str]:
     return subject, f"{subject}\n{failure.summary()}\n{run_link(dag_id, run_id)}"
 
 
+def _task_where(context: Context) -> str:
+    """The task instance as alerts name it: ``group.task``, ``[index]`` appended when mapped."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return ti.task_id + (f"[{map_index}]" if map_index is not None and map_index >= 0 else "")
+
+
 def resubmit_alert(context: Context, experiment: str, ended: Attempt, reason: str) -> tuple[str, str]:
     """Subject and body of a Slurm resubmission within one try (time limit, node failure...)."""
     dag_id, run_id = _run_of(context)
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    where = ti.task_id + (f"[{map_index}]" if map_index is not None and map_index >= 0 else "")
+    where = _task_where(context)
     subject = (
         f"autoexp RESUBMIT: experiment={experiment} task={where} slurm_job={ended.job_id} "
         f"attempt={ended.attempt}"
@@ -314,18 +316,16 @@ def deadline_alert(context: dict[str, Any], experiment: str, within_secs: float)
     return subject, f"{subject}\nstate: {dag_run.get('state', '-')}\n{run_link(dag_id, run_id)}"
 
 
-def rollbacks_in(log_text: str) -> list[tuple[str, str]]:
-    """(checkpoint, line) of every rollback a training's log records (``ROLLBACK_LINE``)."""
-    return [(m.group(1), m.group(0).strip()) for m in ROLLBACK_LINE.finditer(log_text)]
-
-
 def rollback_alert(
-    context: Context, experiment: str, log_path: str, checkpoint: str, line: str
+    context: Context, experiment: str, log_path: str, record_path: str, record: str
 ) -> tuple[str, str]:
-    """Subject and body of a corrupt checkpoint set aside by a training's job (one alert each)."""
+    """Subject and body of a corrupt checkpoint set aside by a training's job (one alert each):
+    ``record`` is its line in ckpt_check's record ``record_path``; ``log_path`` the log of the job
+    that made it, as far as the task knows ("" when it does not)."""
     dag_id, run_id = _run_of(context)
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    where = ti.task_id + (f"[{map_index}]" if map_index is not None and map_index >= 0 else "")
+    where = _task_where(context)
+    found = ROLLBACK_RECORD.match(record)
+    checkpoint = found.group(1) if found else "-"
     subject = f"autoexp ROLLBACK: experiment={experiment} task={where} checkpoint={checkpoint}"
-    return subject, f"{subject}\nlog={log_path}\n{line}\n{run_link(dag_id, run_id)}"
+    body = f"{subject}\nlog={log_path or '-'}\n{record_path}: {record}"
+    return subject, f"{body}\n{run_link(dag_id, run_id)}"

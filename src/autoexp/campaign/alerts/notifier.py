@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,9 +25,9 @@ from autoexp.campaign.alerts.messages import (
     resubmit_alert,
     retry_alert,
     rollback_alert,
-    rollbacks_in,
     success_alert,
 )
+from autoexp.campaign.planning import run_layout
 from autoexp.campaign.planning.settings import NotifierSettings
 
 log = logging.getLogger(__name__)
@@ -190,24 +190,34 @@ def task_alerts(experiment: str, notify: NotifierSettings) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RollbackAlert:
-    """One alert per checkpoint rollback a training's jobs made, from their logs (always on: a corrupt
-    checkpoint is worth knowing even when the training then finished)."""
+    """A training operator's ``rollback_alert``: one alert per checkpoint rollback its jobs made
+    (always on: a corrupt checkpoint is worth knowing even when the training then finished).
+
+    :param checkpoint_dir: the training's ``--save`` folder, whose ckpt_check record the operator
+        reads (``autoexp.campaign.tasks.rollbacks``).
+    """
 
     experiment: str
     target: Target
+    checkpoint_dir: str
 
-    def __call__(self, context: Context, logs: Mapping[str, str]) -> int:
-        """Alert each rollback recorded in ``logs`` (log path -> text, each attempt's log read once);
-        returns how many were sent."""
+    def __call__(self, context: Context, log_path: str, records: Sequence[str]) -> int:
+        """Alert each rollback, ``records`` being its lines of ckpt_check's record; returns how many
+        were sent (one that cannot be sent is logged: the others still go)."""
         sent = 0
-        for path, text in logs.items():
-            for checkpoint, line in rollbacks_in(text):
-                subject, body = rollback_alert(context, self.experiment, path, checkpoint, line)
+        for record in records:
+            subject, body = rollback_alert(
+                context, self.experiment, log_path, run_layout.rollbacks_path(self.checkpoint_dir), record
+            )
+            try:
                 self.target.send(subject, body, context)
-                sent += 1
+            except Exception:  # an alert channel down must not fail the training
+                log.exception("could not send %s", subject)
+                continue
+            sent += 1
         return sent
 
 
-def rollback_alerts(experiment: str, notify: NotifierSettings) -> RollbackAlert:
-    """What reads a training's attempt logs calls to alert its rollbacks."""
-    return RollbackAlert(experiment, Target.of(notify))
+def rollback_alerts(experiment: str, notify: NotifierSettings, checkpoint_dir: str) -> RollbackAlert:
+    """What a training operator calls with the rollbacks of ``checkpoint_dir`` it has not alerted yet."""
+    return RollbackAlert(experiment, Target.of(notify), checkpoint_dir)

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, TaskGroup, get_parsing_context, task_group
 
-from autoexp.campaign.alerts.notifier import dag_alerts, resubmit_alerts, task_alerts
+from autoexp.campaign.alerts.notifier import dag_alerts, resubmit_alerts, rollback_alerts, task_alerts
 from autoexp.campaign.configs.config_set import clash_message, clashes
 from autoexp.campaign.configs.config_source import config_hash, env_values
 from autoexp.campaign.configs.planned_config import PlannedConfig
@@ -200,6 +200,9 @@ def _phase_tasks(
             progress_pattern=train_plan.progress_pattern,
             pool=settings.pool_name,
             resubmit_alert=resubmit_alerts(dag_plan.experiment.name, settings.notify),
+            rollback_alert=rollback_alerts(
+                dag_plan.experiment.name, settings.notify, train_plan.checkpoint_dir
+            ),
         )
         last: list[Any] = [train]
         if phase.checkpoints is not None:

@@ -76,6 +76,8 @@ class TrainPlan:
     job_name: str
     progress_pattern: str = training_log.ITERATION_PROGRESS
     fatal_patterns: Mapping[str, Sequence[str | Mapping[str, Any]]] = field(default_factory=dict)
+    # its --save folder, where ckpt_check records the rollbacks the task alerts (tasks/rollbacks.py)
+    checkpoint_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,7 @@ def _phase_tasks(
         progress_paths=(run_layout.tracker_path(phase.checkpoint_dir),),
         job_name=names(phase.key, TRAIN_TASK),
         fatal_patterns=fatal_patterns_of(phase.train.params, settings.loss_spike),
+        checkpoint_dir=phase.checkpoint_dir,
     )
     checkpoints = None
     if phase.convert is not None:

@@ -18,6 +18,11 @@ from autoexp.campaign.planning.checkpoint_layout import TRACKER_FILE
 # train_container_simple.sh) and passes it to --save; tests/autoexp/campaign/planning/test_run_layout.py
 # fails when the two part ways.
 CHECKPOINTS_SUBDIR = "checkpoints"
+# ckpt_check's record of its rollbacks, one line each, in the checkpoint folder (include/autoexp_cluster/
+# ckpt_check.py ROLLBACKS; test_run_layout.py holds the two to one name), and the copy of the lines
+# already alerted beside it.
+ROLLBACKS_FILE = ".autoexp_rollbacks"
+ALERTED_SUFFIX = ".alerted"
 # Outcome markers a phase's training task leaves for its checkpoint waits (see operators).
 FAILED, FINISHED, STOPPED = "failed", "finished", "stopped"
 
@@ -38,6 +43,11 @@ def checkpoint_dir(run_dir: str) -> str:
 def tracker_path(checkpoints: str) -> str:
     """Megatron's tracker file inside a ``--save`` folder."""
     return f"{checkpoints.rstrip('/')}/{TRACKER_FILE}"
+
+
+def rollbacks_path(checkpoints: str) -> str:
+    """ckpt_check's rollback record inside a ``--save`` folder."""
+    return f"{checkpoints.rstrip('/')}/{ROLLBACKS_FILE}"
 
 
 def done_marker(run_dir: str, iteration: int) -> str:
@@ -149,6 +159,30 @@ def training_done(checkpoints: str, train_iters: int, also: str = "") -> str:
     """Print 1 when the tracker reached ``train_iters`` and ``also`` (the YAML's own check, if any)
     prints 1, else 0: a training's completion command."""
     return done_when_all_done([tracker_reached(checkpoints, train_iters), *([also] if also else [])])
+
+
+def rollbacks_unalerted(checkpoints: str, *, claim: bool) -> str:
+    """Print the lines of ckpt_check's rollback record not alerted yet (nothing without a record).
+
+    ``claim``: also append them to the ``.alerted`` copy beside it, under ``flock`` on that copy, in
+    the same command: of two callers (a retry, a sweep's run sharing the job) one prints them. A line
+    is the whole record of one rollback (its time, checkpoint, new name, why, where it resumed):
+    unique, so a record reset by hand (for the rollback limit) brings back no old line. Exits 0
+    unless a file cannot be read or written.
+    """
+    record = shlex.quote(rollbacks_path(checkpoints))
+    alerted = shlex.quote(rollbacks_path(checkpoints) + ALERTED_SUFFIX)
+    # The lines of the second file that are not empty and not in the first (FILENAME, not NR == FNR:
+    # the first file may be empty).
+    new = shlex.quote('FILENAME == ARGV[1] { seen[$0] = 1; next } $0 != "" && !($0 in seen)')
+    if not claim:
+        return (
+            f'if [ -s {record} ]; then a={alerted}; [ -e "$a" ] || a=/dev/null; awk {new} "$a" {record}; fi'
+        )
+    return (
+        f"if [ -s {record} ]; then exec 9>>{alerted} && flock 9 && n=$(awk {new} {alerted} {record}) && "
+        f'if [ -n "$n" ]; then printf \'%s\\n\' "$n" | tee -a {alerted}; fi; fi'
+    )
 
 
 def marker_exists(run_dir: str, iteration: int) -> str:

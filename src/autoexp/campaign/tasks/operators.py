@@ -11,8 +11,9 @@ from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import StartTriggerArgs
 from slurm_operator.airflow_internals import AirflowFailException, AirflowSkipException
 from slurm_operator.model import events
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.records import Attempt, Ledger
 from slurm_operator.operators.slurm import SlurmOperator
+from slurm_operator.operators.task_state import state_get, state_set
 from slurm_operator.policy import completion
 from slurm_operator.triggers.remote_path import class_path
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
@@ -22,7 +23,7 @@ from autoexp.campaign.planning.dag_plan import TRAIN_TASK
 from autoexp.campaign.planning.phase_gate import skip_reason
 from autoexp.campaign.planning.run_layout import FAILED, FINISHED, STOPPED, outcome_path
 from autoexp.campaign.planning.training_log import TRAINING_LOG
-from autoexp.campaign.tasks import task_callables
+from autoexp.campaign.tasks import rollbacks, task_callables
 from autoexp.campaign.triggerer.checkpoint_wait import PhaseCheckpointTrigger
 from autoexp.campaign.triggerer.job_trigger import CampaignJobTrigger
 
@@ -53,6 +54,9 @@ class CampaignSlurmOperator(SlurmOperator):
         training writes ``<phase>.failed``, a success ``<phase>.finished``, and its job trigger
         ``<phase>.stopped`` when a user stops the task while it waits; the phase's checkpoint waits
         watch them and stop waiting at once instead of for the whole wait budget.
+    :param resubmit_alert: called once per Slurm resubmission within a try (``notify.on_retry``).
+    :param rollback_alert: alerts the checkpoint rollbacks its jobs made, each once, and names the
+        checkpoint folder whose ckpt_check record it reads (``tasks/rollbacks.py``).
     """
 
     log_patterns = TRAINING_LOG  # a failed job's error shows its lines, not torchrun's report
@@ -64,6 +68,7 @@ class CampaignSlurmOperator(SlurmOperator):
         start_condition: str = "",
         state_dir: str = "",
         resubmit_alert: Callable[[Context, Attempt, str], None] | None = None,
+        rollback_alert: rollbacks.RollbackAlerter | None = None,
         **kwargs: Any,
     ) -> None:
         # A completed job that passes its checks ends the task in the triggerer (no resume process;
@@ -72,6 +77,7 @@ class CampaignSlurmOperator(SlurmOperator):
         super().__init__(**kwargs)
         self.phase = phase
         self.resubmit_alert = resubmit_alert
+        self.rollback_alert = rollback_alert
         self.start_condition = start_condition
         self.state_dir = state_dir
 
@@ -94,6 +100,7 @@ class CampaignSlurmOperator(SlurmOperator):
         gate(context, self.phase)
         self._apply_params(context)
         self._run_id = str(context["run_id"])
+        self._note_rollbacks_in_store(context)  # made by a job an earlier try left, if any
         # A new try (retry or clear): the verdict of an earlier try no longer holds.
         stale = (self._marker(context, FAILED), self._marker(context, STOPPED)) if self.state_dir else ()
         if self._done_already(stale):
@@ -121,6 +128,7 @@ class CampaignSlurmOperator(SlurmOperator):
     def execute_complete(self, context: Context, event: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
         self._apply_params(context)
         self._run_id = str(context["run_id"])
+        event = self._note_rollbacks_in_event(context, event)  # a job ended: it may have made some
         return self._run_marking_outcome(
             context, lambda: super(CampaignSlurmOperator, self).execute_complete(context, event, **kwargs)
         )
@@ -133,12 +141,55 @@ class CampaignSlurmOperator(SlurmOperator):
         if self.state_dir and run_id:
             stopped = outcome_path(self.state_dir, run_id, self.phase, STOPPED)
             finished = outcome_path(self.state_dir, run_id, self.phase, FINISHED)
-        return CampaignJobTrigger(**kwargs, stopped_path=stopped, finished_path=finished)
+        checkpoints = self.rollback_alert.checkpoint_dir if self.rollback_alert is not None else ""
+        return CampaignJobTrigger(
+            **kwargs, stopped_path=stopped, finished_path=finished, checkpoint_dir=checkpoints
+        )
 
     def on_resubmit(self, context: Context, ended: Attempt, reason: str) -> None:
         """The ``notify.on_retry`` alert: a resubmission within one try is a retry to the user."""
         if self.resubmit_alert is not None:
             self.resubmit_alert(context, ended, reason)
+
+    def _alert_rollbacks(self, context: Context, ledger: Any) -> list[str]:
+        """Claim and alert the rollbacks not alerted yet (``tasks/rollbacks.py``); -> their records.
+        Never fails the training: a record that cannot be read now is read by a later try."""
+        if self.rollback_alert is None:
+            return []
+        folder = self.rollback_alert.checkpoint_dir
+        try:
+            records = rollbacks.claim(self._hook(), folder)
+        except Exception as exc:
+            self.log.warning("could not read the checkpoint rollbacks of %s: %s", folder, exc)
+            return []
+        for record in records:
+            self.log.warning("checkpoint rollback in %s: %s", folder, record)
+        try:
+            if records:
+                self.rollback_alert(context, rollbacks.current_log(ledger), records)
+        except Exception:  # claimed: logged here, never alerted twice (tasks/rollbacks.py)
+            self.log.exception("could not alert the checkpoint rollbacks of %s", folder)
+        return records
+
+    def _note_rollbacks_in_store(self, context: Context) -> None:
+        """A new try: alert what jobs of earlier tries made, noted in the stored attempt history."""
+        if self.rollback_alert is None:
+            return
+        stored = state_get(context)
+        records = self._alert_rollbacks(context, stored)
+        if records and isinstance(stored, dict) and stored.get("attempts"):
+            state_set(context, Ledger.from_dict(rollbacks.noted(stored, records)))
+
+    def _note_rollbacks_in_event(self, context: Context, event: Any) -> Any:
+        """A resume: alert what the ended job made; the event's ledger notes it, stored at once."""
+        if self.rollback_alert is None:
+            return event
+        carry = event.get("carry") if isinstance(event, dict) else None
+        records = self._alert_rollbacks(context, carry)
+        event = rollbacks.in_event(event, records)
+        if records and isinstance(carry, dict) and carry.get("attempts"):
+            state_set(context, Ledger.from_dict(event["carry"]))
+        return event
 
     def _marker(self, context: Context, outcome: str) -> str:
         return outcome_path(self.state_dir, str(context["run_id"]), self.phase, outcome)

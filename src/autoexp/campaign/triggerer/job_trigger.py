@@ -11,7 +11,12 @@ from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger, arguments
 
+from autoexp.campaign.planning import run_layout
 from autoexp.campaign.triggerer import ti_states
+
+
+class RollbacksToAlert(Exception):
+    """A success left to the task process: its training's rollback record has lines not alerted yet."""
 
 
 class CampaignJobTrigger(SlurmJobTrigger):
@@ -28,6 +33,9 @@ class CampaignJobTrigger(SlurmJobTrigger):
         (``end_task_on_success``), as its operator writes it on success ("" for none).
     :param state_timeout: seconds to wait for the task's state before cancelling (the triggerer's
         whole ``on_kill`` gets 30 s; the scancel must fit in what is left).
+    :param checkpoint_dir: the training's checkpoint folder ("" for none): a success whose ckpt_check
+        record there has lines not alerted yet is not ended here but left to the task process, which
+        alerts them (``autoexp.campaign.tasks.rollbacks``); one command, at the success only.
     """
 
     def __init__(
@@ -36,20 +44,30 @@ class CampaignJobTrigger(SlurmJobTrigger):
         stopped_path: str = "",
         state_timeout: float = ti_states.STATE_TIMEOUT,
         finished_path: str = "",
+        checkpoint_dir: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.stopped_path = stopped_path
         self.state_timeout = state_timeout
         self.finished_path = finished_path
+        self.checkpoint_dir = checkpoint_dir
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Classpath in the installed autoexp package and every argument."""
         kwargs = {**arguments(self, SlurmJobTrigger), "stopped_path": self.stopped_path,
-                  "state_timeout": self.state_timeout, "finished_path": self.finished_path}  # fmt: skip
+                  "state_timeout": self.state_timeout, "finished_path": self.finished_path,
+                  "checkpoint_dir": self.checkpoint_dir}  # fmt: skip
         return "autoexp.campaign.triggerer.job_trigger.CampaignJobTrigger", kwargs
 
     async def on_success(self, hook: AsyncSlurmHook) -> None:
+        """Raises RollbacksToAlert (the task process then judges the end: ``end_task_here``) while a
+        rollback is not alerted; else the success marker."""
+        if self.checkpoint_dir:
+            result = await hook.run(run_layout.rollbacks_unalerted(self.checkpoint_dir, claim=False))
+            if not result.ok or result.stdout.strip():
+                said = result.stdout.strip() or f"exit {result.exit_status}: {result.stderr.strip()[-300:]}"
+                raise RollbacksToAlert(f"checkpoint rollback(s) to alert by the task process: {said}")
         if self.finished_path:  # the phase's checkpoint waits stop waiting for iterations not saved
             await hook.write_text(self.finished_path, "done\n")
 

@@ -6,8 +6,11 @@ import re
 import subprocess
 from pathlib import Path
 
+from autoexp_cluster.ckpt_check import ROLLBACKS
+
 from autoexp.campaign.planning import run_layout
 from tests.fixtures.scripts import REPO
+from tests.support.rollbacks import roll_back
 
 TRAIN_TEMPLATE = REPO / "include" / "sbatch" / "train_container_simple.sh"
 
@@ -78,3 +81,28 @@ def test_attempt_logs_are_every_job_s_log_of_the_training_oldest_first() -> None
     names = ["train-12.out", "train-9.out", "train-x.out", "train-12.out.bak", "convert-3.out", "train-.out"]
     expected = ["/runs/exp/logs/train-9.out", "/runs/exp/logs/train-12.out"]
     assert run_layout.attempt_logs(pattern, names) == expected
+
+
+def test_rollbacks_are_printed_until_claimed_and_claimed_once(tmp_path: Path) -> None:
+    """The record ckpt_check writes (its real ``heal``), read by the snippets as the cluster's shell
+    runs them (``sh``): the trigger's look changes nothing, the task's claim prints each line once."""
+    assert run_layout.ROLLBACKS_FILE == ROLLBACKS
+    ckpt = tmp_path / "run dir" / "checkpoints"
+    look, claim = (run_layout.rollbacks_unalerted(str(ckpt), claim=c) for c in (False, True))
+
+    def sh(cmd: str) -> str:
+        return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout
+
+    ckpt.mkdir(parents=True)
+    assert (sh(look), sh(claim)) == ("", "")  # no rollback yet: nothing, and nothing written
+    assert not Path(run_layout.rollbacks_path(str(ckpt)) + ".alerted").exists()
+    first = roll_back(ckpt, 10, 20)
+    assert sh(look) == sh(look) == f"{first}\n"
+    assert sh(claim) == f"{first}\n"
+    assert (sh(look), sh(claim)) == ("", "")  # a retry, a clear, another run: nothing new
+    second = roll_back(ckpt, 30, 40, minute=1)
+    assert sh(look) == f"{second}\n"
+    # Two tasks claiming at once (runs sharing the job): each line comes out of one of them.
+    both = [subprocess.Popen(["sh", "-c", claim], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    assert sorted(p.communicate()[0] for p in both) == ["", f"{second}\n"]
+    assert (sh(look), sh(claim)) == ("", "")
