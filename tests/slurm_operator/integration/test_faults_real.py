@@ -5,7 +5,9 @@
   which job and who; a clear resumes it with attempt 2, attempt 1's files intact;
 - Airflow's retry after a FAILED job continues the attempt numbering;
 - sshd down 60 s, then slurmctld + slurmdbd down 30 s, while a job runs and logs: it succeeds,
-  every line relayed once, one Slurm job, no try spent.
+  every line relayed once, one Slurm job, no try spent;
+- the triggerer SIGKILLed while a restart loop's no-progress clock runs: the new triggerer judges
+  it hung from when it first showed its iteration, not from the restart.
 
 One stack for the module (a stack costs ~30 s to start); the three DAG runs start at once.
 """
@@ -42,6 +44,7 @@ DAGS = Path(__file__).with_name("dags")
 RUNS = ("ft_relay", "ft_cancel", "ft_retry", "ft_outage")
 OUTAGE_LINES = 250
 RELAY_LINES = 277
+LOOP_TIMEOUT_S = 45  # ft_loop's progress_timeout
 
 
 @dataclass
@@ -68,7 +71,8 @@ def faulted(
     dags = base / "dags"
     dags.mkdir()
     shutil.copy(DAGS / "ft_dags.py", dags)
-    (dags / "ft.json").write_text(json.dumps({"work": str(work), "conn_id": slurm_cluster.conn_id}))
+    settings = {"work": str(work), "conn_id": slurm_cluster.conn_id, "loop_timeout_s": LOOP_TIMEOUT_S}
+    (dags / "ft.json").write_text(json.dumps(settings))
     stack = None
     try:
         stack = start_stack(
@@ -302,3 +306,44 @@ def test_sshd_down_60_s_then_slurmctld_down_30_s_mid_job_cost_nothing(
     assert sorted(relayed) == list(range(1, OUTAGE_LINES + 1)), f"{len(relayed)} relayed lines"
     assert jobs == [row.job_id]
     assert f.tis("ft_outage")[0]["try_number"] == tries
+
+
+def test_a_triggerer_restart_keeps_the_no_progress_clock(
+    faulted: Faulted, figure: Callable[[str], None]
+) -> None:
+    """Issue 28's "bounds that survive restarts", at the worst moment: the triggerer is SIGKILLed
+    once the restart loop's clock is stored, and is down 20 s. The new trigger reads the clock back
+    (the ``slurm_log_relay`` XCom): the attempt is judged hung since the job first showed 37, so
+    the time it says it waited reaches back before the kill. A clock started again by the new
+    trigger could reach back no further than the restart."""
+    f = faulted
+    f.runs["ft_loop"] = run_id = f.stack.trigger("ft_loop")
+    wait_job(f.cluster, "af-ft_loop-", "RUNNING", timeout=240)
+
+    def clock_stored() -> bool | None:
+        clocks = (f.xcom("ft_loop", "slurm_log_relay") or {}).get("clocks") or {}
+        return clocks.get("progress_high") == 37 or None
+
+    f.stack.poll("the no-progress clock stored", clock_stored, 120, interval=0.5)
+    # When the trigger's verdict reaches the task log (the cancel comes later, from the worker).
+    judged = _first_seen(f.stack.home / "logs" / "dag_id=ft_loop", "made no progress for")
+    killed_at = kill_component(f.stack, "triggerer")
+    time.sleep(20)
+    restart_component(f.stack, "triggerer", after=killed_at)
+    assert f.stack.wait_run("ft_loop", run_id, timeout=300) == "success"
+    first, second = f.xcom("ft_loop")
+    assert (first["state"], second["state"]) == ("HUNG", "COMPLETED"), (first, second)
+    hung = first["extra"]["hung"]
+    assert "its reported progress stayed at 37 while its log went on" in hung, hung
+    quiet = re.match(rf"job {first['job_id']} made no progress for (?:(\d+) min )?(\d+) s: ", hung)
+    assert quiet is not None, hung
+    waited = 60 * int(quiet.group(1) or 0) + int(quiet.group(2))
+    clock_start = judged["at"] - waited
+    figure(
+        f"triggerer SIGKILL + 20 s down during a restart loop: hung after {waited} s without progress "
+        f"(progress_timeout {LOOP_TIMEOUT_S} s); its clock started {clock_start - killed_at:+.1f} s from "
+        "the kill (+-1 s; a clock started again by the new trigger: +20 s or later)"
+    )
+    assert clock_start < killed_at + 5, (waited, judged, killed_at)  # kept, not started again
+    assert LOOP_TIMEOUT_S <= waited <= LOOP_TIMEOUT_S + 90, hung  # the bound held (a loaded poll is late)
+    assert Path(second["log_path"]).read_text() == "resumed\n"

@@ -39,6 +39,13 @@ for i in $(seq 1 10); do echo "outage line $i"; done
 while [ ! -e {WORK / "release-outage"} ]; do sleep 0.5; done
 for i in $(seq 11 250); do echo "outage line $i"; sleep 0.5; done
 """
+# A restart loop: the log grows every second, the iteration it reports never passes 37; nothing is
+# saved. Started by its test (not with the others), which SIGKILLs the triggerer while it waits.
+LOOP_SCRIPT = """#!/bin/bash
+if [ -e looped ]; then echo resumed; exit 0; fi
+touch looped
+while true; do for i in 30 37; do echo " iteration       $i/    1200 | lm loss: 2.5 |"; sleep 1; done; done
+"""
 
 
 def _dag(dag_id: str, script: str, minutes: int = 5, **kwargs: object) -> DAG:
@@ -62,3 +69,11 @@ _dag("ft_relay", RELAY_SCRIPT, retries=2)
 _dag("ft_cancel", CANCEL_SCRIPT, retries=2)
 _dag("ft_retry", RETRY_SCRIPT, retries=3)
 _dag("ft_outage", OUTAGE_SCRIPT, minutes=20, retries=2)  # waits for its release while the others run
+_dag(
+    "ft_loop",
+    LOOP_SCRIPT,
+    retries=2,
+    progress_pattern=r"\biteration\s+(\d+)\s*/\s*\d+\s*\|",
+    progress_timeout=_SETTINGS["loop_timeout_s"],
+    startup_timeout=10,
+)
