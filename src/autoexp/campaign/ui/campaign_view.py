@@ -18,7 +18,7 @@ from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, TRAIN_TASK
 from autoexp.campaign.report.campaign_report_render import answer_sections
-from autoexp.campaign.ui.airflow_api import AirflowApi
+from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 
 _ITER = re.compile(r"(\d+)\s*$")
 # The XCom where a deferred Slurm wait keeps its state, a pending job's note included
@@ -74,11 +74,17 @@ def _phase_progress(tis: Sequence[Mapping[str, Any]], phase: str) -> dict[str, A
 def pending_note(api: AirflowApi, dag_id: str, run_id: str, phase: str, state: str) -> str | None:
     """Why a training's job still pends and when Slurm expects to start it (``Priority, est. start
     2026-12-03T14:05``), as its deferred wait last stored it; None for a training that is not
-    deferred or whose job is not pending. One REST read of an XCom, no SSH: the wait's poll
+    deferred or whose job is not pending, and for a user who may not read XComs (the note is an
+    aside: the page still shows the state). One REST read of an XCom, no SSH: the wait's poll
     already asked the cluster (docs/slurm-operator.md, "While a job pends")."""
     if state != "deferred":
         return None
-    value = api.xcom(dag_id, run_id, f"{phase}.{TRAIN_TASK}", WAIT_XCOM)
+    try:
+        value = api.xcom(dag_id, run_id, f"{phase}.{TRAIN_TASK}", WAIT_XCOM)
+    except ApiError as exc:
+        if exc.status == 403:
+            return None
+        raise
     if isinstance(value, str):  # a value stored as JSON text
         try:
             value = json.loads(value)

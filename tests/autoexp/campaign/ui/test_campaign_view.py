@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from slurm_operator.remote.parsers import parse_sacct
 from slurm_operator.triggers import relay_position
 from slurm_operator.triggers.relay_position import RelayPosition
 
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.ui import campaign_view as cv
+from autoexp.campaign.ui.airflow_api import ApiError
 from tests.autoexp.campaign.report.test_campaign_report import full_grid
 
 
@@ -99,3 +101,17 @@ def test_only_a_deferred_training_costs_a_read() -> None:
     assert api.xcom_reads == []
     garbled = FakeApi({"pretrain": "deferred"}, {"pretrain.train": "not json"})
     assert cv.pending_note(garbled, DAG, RUN, "pretrain", "deferred") is None  # type: ignore[arg-type]
+
+
+def test_a_user_who_may_not_read_xcoms_sees_the_state_without_the_note() -> None:
+    class NoXComs(FakeApi):
+        def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+            status = 403 if "12K" in task_id else 502
+            raise ApiError(f"GET .../xcomEntries/{key}: HTTP {status}", status)
+
+    api = NoXComs({"cooldown_12K": "deferred"}, {})
+    view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
+    cell = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]["cooldown_12K"]
+    assert (cell["state"], cell["pending"]) == ("deferred", None)
+    with pytest.raises(ApiError, match="HTTP 502"):  # any other failure is the page's error, as before
+        cv.pending_note(api, DAG, RUN, "pretrain", "deferred")  # type: ignore[arg-type]
