@@ -2,7 +2,9 @@
 
 sacct cannot tell a diverged training from a crash (both FAILED, or CANCELLED when the live rule
 stopped it), nor from a finished one when a dead model ran to its end; the training's own log can,
-with the same rules the Slurm operator stops it by (``planning.divergence``).
+with the same rules the Slurm operator stops it by (``planning.divergence``). A run the live rule
+cancelled may show nothing in its tail (a loss spike is no NaN): the cancel marker the plugin left
+next to its log (``fatal: DIVERGED: <line>``) says so instead.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
+from slurm_operator.model.naming import FATAL_REASON, cancel_marker_path
 from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import ACTIVE_STATES, FAILED_STATES, SlurmState
 
-from autoexp.campaign.planning.divergence import MEGATRON_DIVERGED, dead_model_rule, first_repeated_match
+from autoexp.campaign.planning.divergence import (
+    DIVERGED,
+    MEGATRON_DIVERGED,
+    dead_model_rule,
+    first_repeated_match,
+)
 
 DIVERGED_CELL = "diverged"
 
@@ -85,11 +93,44 @@ def diverged_line(log_tail: str, vocab: int | None = None, tensor_parallel: int 
     return None if found is None else found[1]
 
 
-def diverged_from_logs(tails: Mapping[str, str], vocab: Mapping[str, Any]) -> dict[str, str]:
+def markers_to_check(logs: Mapping[str, str], newest: Mapping[str, JobRecord]) -> dict[str, str]:
+    """Training job name -> the cancel marker next to its latest run's log, for the ``logs``
+    (``logs_to_check``) whose run ended CANCELLED: only a cancel of ours leaves one, and a fatal rule's
+    says which rule stopped the run. One small read each, of the trainings whose tails are read anyway."""
+    return {
+        job: cancel_marker_path(path)
+        for job, path in logs.items()
+        if job in newest and newest[job].state is SlurmState.CANCELLED
+    }
+
+
+def diverged_by_cancel(marker: str) -> str | None:
+    """The line a fatal rule named ``DIVERGED`` stopped the training on, from the text of its cancel
+    marker (``fatal: DIVERGED: <line>``, ``naming.FATAL_REASON``); None for any other cancel (hung,
+    on_kill, a timed-out deferral, a fatal rule of another name) and for no marker ("")."""
+    reason = marker.strip()
+    kind, _, rest = reason.partition(": ")
+    rule, _, line = rest.partition(": ")
+    if kind != FATAL_REASON or rule != DIVERGED:
+        return None
+    return line.strip() or reason
+
+
+def diverged_from_logs(
+    tails: Mapping[str, str], vocab: Mapping[str, Any], markers: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Training job name -> its diverged line, for the ``tails`` (job -> its log's tail) that have one;
-    ``vocab``: job -> (vocabulary size, tensor parallel size) where known."""
+    ``vocab``: job -> (vocabulary size, tensor parallel size) where known; ``markers``: job -> the text
+    of its latest run's cancel marker (``markers_to_check``). A DIVERGED rule's cancel gives its line
+    (the one the run was stopped on) whatever the tail shows."""
     out: dict[str, str] = {}
+    for job, marker in (markers or {}).items():
+        line = diverged_by_cancel(marker)
+        if line is not None:
+            out[job] = line
     for job, tail in tails.items():
+        if job in out:
+            continue
         size, tp = vocab.get(job) or (None, 1)
         line = diverged_line(tail, size, tp)
         if line is not None:

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk import Context
+from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
 
 from autoexp.campaign.planning.checkpoint_layout import iteration_dirs
 from autoexp.campaign.report import attempts as per_attempt
@@ -38,6 +39,19 @@ def _checkpoint_times(hook: Any, folders: Sequence[str]) -> dict[str, list[float
             continue
         times[folder] = [hook.stat(f"{folder}/{name}").mtime for name in names]
     return times
+
+
+def _cancel_marker(hook: Any, path: str) -> str:
+    """The text of a cancelled training's marker; "" when there is none (a cancel from outside Airflow)
+    or it cannot be read (the run is then judged from its log alone)."""
+    try:
+        text: str = hook.read_text(path)
+    except RemotePathNotFoundError:
+        return ""
+    except SlurmError as exc:
+        log.info("cannot read the cancel marker %s (%s)", path, exc)
+        return ""
+    return text
 
 
 def _iteration_lines(hook: Any, path: str) -> per_attempt.LogProgress | None:
@@ -87,16 +101,18 @@ def build_campaign_report(
         folders = [p.checkpoint_dir for s in experiments for p in s.phases if p.jobs[0] in failed_trains]
         times = _checkpoint_times(hook, sorted(set(folders)))
         phases = [p for s in experiments for p in s.phases]
-        tails = {
-            job: read_tail(hook, path)
-            for job, path in run_states.logs_to_check(phases, run_states.latest(records)).items()
+        newest = run_states.latest(records)
+        logs = run_states.logs_to_check(phases, newest)
+        tails = {job: read_tail(hook, path) for job, path in logs.items()}
+        markers = {
+            job: _cancel_marker(hook, path) for job, path in run_states.markers_to_check(logs, newest).items()
         }
         progress = {
             job_id: _iteration_lines(hook, path)
             for job_id, path in per_attempt.training_logs(experiments, records).items()
         }
     vocab = {p.jobs[0]: (s.vocab, s.tensor_parallel) for s in experiments for p in s.phases}
-    diverged = run_states.diverged_from_logs(tails, vocab)
+    diverged = run_states.diverged_from_logs(tails, vocab, markers)
     campaign, attempts = cr.build(
         stem,
         experiments,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from slurm_operator.model import naming
 from slurm_operator.remote.parsers import parse_sacct
 
 from autoexp.campaign.report import campaign_report as cr
@@ -33,6 +35,46 @@ def test_only_the_logs_of_ended_unsuccessful_trainings_are_read() -> None:
     newest = run_states.latest(parse_sacct(SACCT))
     # e1_pt COMPLETED (its last run, 11), e2_cd is RUNNING: only e2_pt's FAILED job 20
     assert run_states.logs_to_check(phases, newest) == {"e2_pt": "/logs/e2_pt-20.log"}
+
+
+SPIKE = " [2026-12-01 10:19:40] iteration      370/    1000 | lm loss: 9.512000E+00 | grad norm: 41.2 |"
+
+
+def test_a_cancel_by_the_divergence_rule_is_diverged_with_its_line() -> None:
+    """The loss-spike rule (rule DIVERGED) cancelled the run: its tail shows no NaN, its marker says so."""
+    marker = f"{naming.FATAL_REASON}: DIVERGED: {SPIKE}\n"
+    assert run_states.diverged_by_cancel(marker) == SPIKE.strip()
+    calm = "iteration 360/ 1000 | lm loss: 2.5E+00 | grad norm: 1.0 |\n"
+    found = run_states.diverged_from_logs({"spike_pt": calm, "hung_pt": calm}, {}, {"spike_pt": marker})
+    assert found == {"spike_pt": SPIKE.strip()}
+    # the marker's line is the one the run was stopped on, whatever its tail matches
+    nan = run_states.diverged_from_logs({"pt": DEAD}, {"pt": (384, 1)}, {"pt": marker})
+    assert nan == {"pt": SPIKE.strip()}
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        f"{naming.FATAL_REASON}: CUDA_FATAL: RuntimeError: CUDA error: an illegal memory access",
+        f"{naming.HUNG_REASON}: no new log line for 600 s",
+        naming.ON_KILL_REASON,
+        naming.TIMEOUT_REASON,
+        "",  # no marker: a cancel from outside Airflow
+    ],
+)
+def test_any_other_cancel_is_not_diverged(marker: str) -> None:
+    assert run_states.diverged_by_cancel(marker) is None
+    assert run_states.diverged_from_logs({"pt": "Segmentation fault\n"}, {}, {"pt": marker}) == {}
+
+
+def test_only_the_markers_of_cancelled_trainings_are_read() -> None:
+    sacct = "40|e4_pt|CANCELLED by 1000|0:15|00:20:00|2026-12-01T10:00:00|2026-12-01T10:20:00|n1|cpu=2|None\n"
+    newest = run_states.latest(parse_sacct(SACCT + sacct))
+    logs = {"e2_pt": "/logs/e2_pt-20.log", "e4_pt": "/logs/e4_pt-40.log"}
+    # e2_pt FAILED (its tail tells), e4_pt CANCELLED: its marker, next to its log
+    assert run_states.markers_to_check(logs, newest) == {
+        "e4_pt": naming.cancel_marker_path("/logs/e4_pt-40.log")
+    }
 
 
 def test_a_diverged_cell_is_shown_and_left_out_of_best_frontier_and_fit() -> None:
