@@ -6,6 +6,8 @@ The reduced demo's pretraining with stand-ins for the trainer (writes legacy che
 conversion (writes the marker and results the completion check reads): what is under test is the
 orchestration, not Megatron. ``checkpoint_settle_secs`` is 15 s, so a stop or a success that comes
 right after a save finds that checkpoint still settling: the window the waits once skipped it in.
+The first success starts from a corrupt newest checkpoint: the template's ckpt_check sets it aside,
+and the rollback is alerted exactly once (issue 28), though the triggerer ends such successes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from tests.e2e.campaign import DAG_ID, job_name, reduced_config, sacct_names, start_module_stack
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.fixtures.slurm_cluster import LocalCluster
+from tests.fixtures.stack_api import xcom
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -168,9 +171,17 @@ def test_a_training_that_succeeds_while_its_last_checkpoint_settles_gets_it_conv
 ) -> None:
     c, stack = campaign, campaign.stack
     seconds = []
-    for _ in range(SUCCESS_RUNS):
+    ckpts = c.run_dir / "checkpoints"
+    records: dict[str, str] = {}  # ckpt_check's rollback record and its alerted copy, kept across runs
+    for run in range(SUCCESS_RUNS):
         for folder in ("checkpoints", "converted_checkpoints", "eval_results"):
             shutil.rmtree(c.run_dir / folder, ignore_errors=True)
+        ckpts.mkdir(parents=True)
+        for name, text in records.items():
+            (ckpts / name).write_text(text)
+        if run == 0:  # a save killed before it wrote anything: set aside, the training starts over
+            (ckpts / "iter_0000010").mkdir()
+            (ckpts / "latest_checkpointed_iteration.txt").write_text("10\n")
         started = time.monotonic()
         run_id = stack.trigger(DAG_ID, PRETRAIN_ONLY, timeout=300)
         assert stack.wait_run(DAG_ID, run_id, timeout=600, poll=2) == "success", states(stack, run_id)
@@ -178,6 +189,21 @@ def test_a_training_that_succeeds_while_its_last_checkpoint_settles_gets_it_conv
         results = c.run_dir / "eval_results" / "iter_40" / "results.json"
         assert json.loads(results.read_text())["results"]
         seconds.append(round(time.monotonic() - started, 1))
+        records = {p.name: p.read_text() for p in ckpts.glob(".autoexp_rollbacks*")}
+        # The rollback's success was left to the task process, which alerted it and kept it in the
+        # attempt history; the next run's success, with nothing left to alert, ended in the triggerer.
+        log = stack.task_log(DAG_ID, run_id, TRAIN)
+        assert ("to alert by the task process" in log) is (run == 0), log[-3000:]
+        if run == 0:
+            history = xcom(stack, DAG_ID, run_id, TRAIN)
+            attempts = json.loads(history) if isinstance(history, str) else history
+            (rollback,) = attempts[-1]["extra"]["rollbacks"]
+            assert " iter_0000010 -> iter_0000010.corrupt-" in rollback, attempts
+    alerts = (Path(stack.env()["AIRFLOW_HOME"]) / "logs" / "autoexp-alerts.log").read_text()
+    sent = [line for line in alerts.splitlines() if "autoexp ROLLBACK" in line]
+    assert len(sent) == 1, alerts
+    assert sent[0].endswith(f"task={TRAIN} checkpoint=iter_0000010"), alerts
     figure(
-        f"{SUCCESS_RUNS} runs ending right after their last save: every checkpoint converted ({seconds} s)"
+        f"{SUCCESS_RUNS} runs ending right after their last save: every checkpoint converted ({seconds} s); "
+        "the first one's rollback alerted once"
     )
