@@ -5,18 +5,19 @@ in the CLI's syntax; what the slice selects is decided in planning/campaign_slic
 TriggerDagRunOperator instance per selected experiment, named by it; the ``summary`` task logs
 and returns what was started. The select task also estimates the slice's GPU-hours
 (planning/cost_estimate.py); with ``airflow.gate`` set, an ``approve`` task between select and the
-triggers asks a human (Airflow's human-in-the-loop approval: the task waits without a worker slot)
-when the estimate passes the threshold. Reject, or no answer in time, and nothing is triggered.
+triggers asks a human (Airflow's human-in-the-loop approval: the task waits without a worker slot;
+``approvals.BudgetApproval``) when the estimate passes the threshold. Reject, or no answer in time,
+and nothing is triggered.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.providers.standard.operators.trigger_dagrun import XCOM_RUN_ID, TriggerDagRunOperator
 from airflow.sdk import DAG, Param
@@ -24,6 +25,7 @@ from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.configs.planned_config import PlannedConfig, load_plans
+from autoexp.campaign.dags.approvals import ESTIMATE_KEY, BudgetApproval
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning import cost_estimate
 from autoexp.campaign.planning.settings import AirflowSettings
@@ -35,7 +37,6 @@ TRIGGER_TASK = "trigger"
 WAIT_LIMIT = timedelta(days=14)
 FILTERS_PARAM = "filters"
 APPROVE_TASK = "approve"
-ESTIMATE_KEY = "estimate"  # the select task's XCom: {"text", "gpu_hours", "approval"}
 
 
 def select_task(
@@ -58,11 +59,10 @@ def select_task(
     if not selected:
         raise AirflowException(f"{text}: nothing to trigger")
     cost = cost_estimate.slice_cost(plans, selected, settings.keys, settings.gate)
-    estimate = cost_estimate.describe(cost, settings.gate)
-    log.info("%s", estimate)
+    estimate = cost_estimate.estimate(cost, settings.gate)
+    log.info("%s", estimate.text)
     if ti is not None:
-        approval = cost_estimate.needs_approval(cost, settings.gate)
-        ti.xcom_push(ESTIMATE_KEY, {"text": estimate, "gpu_hours": cost.gpu_hours, "approval": approval})
+        ti.xcom_push(ESTIMATE_KEY, asdict(estimate))  # {"text", "gpu_hours", "approval"}
     note = f"triggered by {cs.campaign_dag_id(config_path)}: {text.splitlines()[0]}"
     conf = {"dry_run": bool(params.get("dry_run"))}
     return [
@@ -93,22 +93,6 @@ def summary_task(ti: Any) -> dict[str, str]:
         estimate.get("text", ""),
     )
     return started
-
-
-class BudgetApproval(ApprovalOperator):
-    """The budget gate: waits for Approve or Reject only when the select task's estimate asks for it
-    (Reject skips the triggers; no answer within the timeout fails this task, and they never run)."""
-
-    def execute(self, context: Any) -> Any:
-        estimate = context["ti"].xcom_pull(task_ids="select", key=ESTIMATE_KEY) or {}
-        if not estimate.get("approval"):
-            self.log.info("no approval needed:\n%s", estimate.get("text", ""))
-            return None
-        head, *rest = str(estimate["text"]).splitlines()
-        self.subject = f"Start this slice: {head.removeprefix('estimate: ').split(' for ')[0]}?"
-        # Markdown: the headline, then one bullet per line (the UI joins plain lines into one).
-        self.body = "\n".join([head, "", *(f"- {line.strip()}" for line in rest)])
-        return super().execute(context)
 
 
 def _params(choices: dict[str, list[str]]) -> ParamsDict:
@@ -185,7 +169,6 @@ def _dag(
         if settings.gate.enabled:
             approve = BudgetApproval(
                 task_id=APPROVE_TASK,
-                subject="Start this slice?",
                 response_timeout=timedelta(seconds=settings.gate.approval_timeout_secs),
             )
             select >> approve >> trigger

@@ -1,7 +1,8 @@
 """What a campaign slice will cost before it starts: GPU-hours of its trainings from 6·N·D FLOPs.
 
 Pure: no Airflow. The campaign trigger DAG's select task estimates the slice it selected, logs the
-text, and its approval task asks for a human answer when ``needs_approval`` says so.
+text, and its approval task asks for a human answer when ``needs_approval`` says so; an experiment
+DAG's cooldown approval does the same for its cooldowns (``cooldown_gate``).
 
 Per training (one phase of one experiment): N is the model's parameter count (model_size.py), D the
 tokens the run itself trains, ``(TRAIN_ITERS - start iteration) x tokens per iteration``: the
@@ -36,6 +37,7 @@ class TrainingCost:
     :param tokens: D, the tokens this run trains; None without SEQ_LENGTH and GLOBAL_BATCH_SIZE.
     :param gpus: the job's GPUs, nodes x GPUs per node (1 each when the variable is not set).
     :param gpu_hours: 6·N·D / throughput / 3600; None when N or D is unknown.
+    :param conversions: the conversion jobs of its checkpoints (counted, not costed).
     """
 
     dag_id: str
@@ -44,6 +46,7 @@ class TrainingCost:
     tokens: int | None
     gpus: int
     gpu_hours: float | None
+    conversions: int = 0
 
     @property
     def wall_hours(self) -> float | None:
@@ -96,7 +99,8 @@ def training_cost(
     )
     gpus = _count(params, model, keys.nodes) * _count(params, model, keys.gpus_per_node)
     hours = None if n is None or d is None else 6 * n * d / (tflops_per_gpu * TERA) / HOUR
-    return TrainingCost(dag_id, phase.key, n, d, gpus, hours)
+    conversions = len(phase.checkpoints) if phase.convert is not None else 0
+    return TrainingCost(dag_id, phase.key, n, d, gpus, hours, conversions)
 
 
 def slice_cost(
@@ -104,15 +108,20 @@ def slice_cost(
 ) -> SliceCost:
     """The estimate of the selected phases of the selected experiments."""
     by_id = {p.dag_id: p for p in plans}
-    trainings, conversions = [], 0
+    trainings = []
     for chosen in selected:
         phases = {p.key: p for p in by_id[chosen.dag_id].phases}
         for key in chosen.phases:
-            phase = phases[key]
             model = by_id[chosen.dag_id].pretrain.train.params
-            trainings.append(training_cost(chosen.dag_id, phase, keys, float(gate.tflops_per_gpu), model))
-            conversions += len(phase.checkpoints) if phase.convert is not None else 0
-    return SliceCost(tuple(trainings), conversions, float(gate.tflops_per_gpu))
+            trainings.append(
+                training_cost(chosen.dag_id, phases[key], keys, float(gate.tflops_per_gpu), model)
+            )
+    return of_trainings(trainings, gate)
+
+
+def of_trainings(trainings: Sequence[TrainingCost], gate: GateSettings) -> SliceCost:
+    """The estimate of these trainings together."""
+    return SliceCost(tuple(trainings), sum(t.conversions for t in trainings), float(gate.tflops_per_gpu))
 
 
 def needs_approval(cost: SliceCost, gate: GateSettings) -> bool:
@@ -121,6 +130,25 @@ def needs_approval(cost: SliceCost, gate: GateSettings) -> bool:
         return True
     threshold = float(gate.gpu_hours_threshold)
     return threshold > 0 and (cost.gpu_hours > threshold or bool(cost.unknown))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What an approval task reads: the text (``describe``), the GPU-hours, whether to ask."""
+
+    text: str
+    gpu_hours: float
+    approval: bool
+
+    @property
+    def question(self) -> str:
+        """The headline's total, for an approval's subject: ``1.6 GPU-hours``."""
+        return self.text.splitlines()[0].removeprefix("estimate: ").split(" for ")[0]
+
+
+def estimate(cost: SliceCost, gate: GateSettings) -> Estimate:
+    """The estimate in words, its total and the gate's verdict."""
+    return Estimate(describe(cost, gate), cost.gpu_hours, needs_approval(cost, gate))
 
 
 def _hours(value: float) -> str:

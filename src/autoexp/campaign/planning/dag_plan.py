@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from slurm_operator.model import naming
 
 from autoexp.campaign.planning import fields, run_layout, training_log
+from autoexp.campaign.planning.cooldown_gate import CooldownGatePlan, plan_cooldown_gate
 from autoexp.campaign.planning.divergence import fatal_patterns_of
 from autoexp.campaign.planning.model_size import param_count
 from autoexp.campaign.planning.plan import ExperimentPlan, JobLike, PhasePlan, PlanError, _where
@@ -118,6 +119,7 @@ class DagPlan:
     :param report_phases: what the report task reads per phase (JSON primitives only).
     :param submit_lock: the cluster file every Slurm task locks to submit its job at most once.
     :param schedule: the DAG's schedule (``dag_schedule``).
+    :param cooldown_gate: the approval before the cooldowns start (``airflow.gate.cooldowns``); None: none.
     """
 
     experiment: ExperimentPlan
@@ -131,6 +133,7 @@ class DagPlan:
     report_dir: str
     submit_lock: str
     schedule: str | timedelta | None
+    cooldown_gate: CooldownGatePlan | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -278,6 +281,7 @@ def _phase_tasks(
     scripts: Mapping[str, str],
     state_dir: str,
     names: _Names,
+    gate: CooldownGatePlan | None,
 ) -> PhaseTasksPlan:
     branch_wait = None
     lead = 0.0  # before this phase's training can start
@@ -285,6 +289,8 @@ def _phase_tasks(
         pretrain_job = names(plan.pretrain.key, TRAIN_TASK)
         branch_wait = _wait(phase, plan.pretrain, phase.start_iter, settings, state_dir, pretrain_job)
         lead = branch_wait.timeout_secs
+    if gate is not None and phase.key in gate.cooldowns:
+        lead += gate.timeout_secs  # the training may also wait that long for its approval
     completion, notes = train_completion(phase)
     train = TrainPlan(
         script_path=scripts[phase.train.name],
@@ -344,16 +350,20 @@ def plan_dag(plan: ExperimentPlan, settings: AirflowSettings) -> DagPlan:
     def names(phase: str, task: str, iteration: int | None = None) -> str:
         return job_name(plan, remote_dir, phase, task, iteration)
 
+    gate = plan_cooldown_gate(plan, settings)
     return DagPlan(
         experiment=plan,
         remote_dir=remote_dir,
         state_dir=state_dir,
         scripts=scripts,
         copies=copies,
-        phases=tuple(_phase_tasks(phase, plan, settings, scripts, state_dir, names) for phase in plan.phases),
+        phases=tuple(
+            _phase_tasks(phase, plan, settings, scripts, state_dir, names, gate) for phase in plan.phases
+        ),
         report_phases=_report_phases(plan),
         eval_results_dir=run_layout.eval_results_dir(plan.pretrain.run_dir),
         report_dir=run_layout.report_dir(plan.pretrain.run_dir),
         submit_lock=run_layout.submit_lock(remote_dir),
         schedule=dag_schedule(settings.schedule),
+        cooldown_gate=gate,
     )

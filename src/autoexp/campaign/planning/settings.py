@@ -139,13 +139,25 @@ class GateSettings:
         default=604800.0,
         gt=0,
         description="how long an approval waits for an answer; past it the trigger run fails and "
-        "starts nothing",
+        "starts nothing (a cooldown approval: its cooldowns are skipped)",
+    )
+    cooldowns: Flag = Field(
+        default=False,
+        description="also an approval in each experiment DAG before its cooldowns start (those that "
+        "branch off a pretraining checkpoint), by the same rule on their estimate (so it needs "
+        "`gpu_hours_threshold` or `always`); Reject skips them",
     )
 
     @property
     def enabled(self) -> bool:
         """Whether the trigger DAG has an approval task at all."""
         return self.always or self.gpu_hours_threshold > 0
+
+    @model_validator(mode="after")
+    def _cooldowns_have_a_rule(self) -> GateSettings:
+        if self.cooldowns and not self.enabled:
+            raise rule_error("cooldowns", "needs gpu_hours_threshold above 0 or always: true")
+        return self
 
 
 @dataclass(frozen=True, config=SCHEMA)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from autoexp.campaign.dags.campaign_trigger_dag import BudgetApproval, build_campaign_trigger_dag, select_task
+from autoexp.campaign.dags.approvals import BudgetApproval
+from autoexp.campaign.dags.campaign_trigger_dag import build_campaign_trigger_dag, select_task
 from autoexp.campaign.dags.factory import register
 from tests.e2e.campaign import reduced_config
 from tests.support.checkout import REPO_ROOT
@@ -138,7 +139,7 @@ def test_select_hands_the_estimate_and_the_verdict_to_the_approval(tmp_path: Pat
 
 
 def test_the_approval_asks_nobody_when_the_estimate_is_below_the_threshold() -> None:
-    approve = BudgetApproval(task_id="approve", subject="Start this slice?")
+    approve = BudgetApproval(task_id="approve")
     # Returns before it writes any request: nothing waits, the triggers run.
     assert approve.execute({"ti": _Ti({"text": "estimate: 0.0 GPU-hours", "approval": False})}) is None
     assert approve.subject == "Start this slice?"
