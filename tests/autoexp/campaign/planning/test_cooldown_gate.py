@@ -100,7 +100,8 @@ def test_a_gated_cooldowns_checkpoint_waits_also_allow_for_the_approval() -> Non
     budgets = {}
     for before, after in zip(plain.phases, gated.phases, strict=True):
         assert before.branch_wait == after.branch_wait  # the branch waits start with the run, as before
-        assert before.checkpoints is not None and after.checkpoints is not None
+        assert before.checkpoints is not None
+        assert after.checkpoints is not None
         budgets[after.key] = after.checkpoints.wait.timeout_secs - before.checkpoints.wait.timeout_secs
     # Their training may wait that long for an answer before it starts.
     assert budgets == {"pretrain": 0, "cooldown_s0": 0, "cooldown_s1": 600, "cooldown_s2": 600}
