@@ -64,6 +64,20 @@ ON_KILL_REASON = "on_kill: the task was stopped while its job ran (marked failed
 TIMEOUT_REASON = "execution_timeout: the deferral timed out"
 
 
+def fatal_marker(rule: str, line: str) -> str:
+    """The marker's text for a cancel by the fatal rule ``rule`` on the log line ``line``."""
+    return f"{FATAL_REASON}: {rule}: {line}"
+
+
+def parse_fatal_marker(reason: str) -> tuple[str, str] | None:
+    """(rule, line) of a marker ``fatal_marker`` wrote; None for any other cancel of ours."""
+    kind, _, rest = reason.strip().partition(": ")
+    if kind != FATAL_REASON:
+        return None
+    rule, _, line = rest.partition(": ")
+    return rule, line.strip()
+
+
 def cancel_marker_path(log_path: str) -> str:
     """The file this plugin writes next to a job's log just before it cancels the job itself.
 

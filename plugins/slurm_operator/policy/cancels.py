@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
-from slurm_operator.model.naming import FATAL_REASON, HUNG_REASON, ON_KILL_REASON, TIMEOUT_REASON
+from slurm_operator.model.naming import (
+    FATAL_REASON,
+    HUNG_REASON,
+    ON_KILL_REASON,
+    TIMEOUT_REASON,
+    parse_fatal_marker,
+)
 from slurm_operator.model.records import Attempt
 from slurm_operator.remote import commands, parsers
 
@@ -82,9 +88,10 @@ def note_cancel(hook: SlurmHook, attempt: Attempt) -> tuple[Attempt, str | None]
     if origin.reason.split(":", 1)[0] == HUNG_REASON:
         return replace(attempt, hung=origin.reason.partition(": ")[2] or origin.reason), None
     ours = replace(attempt, cancelled_by_airflow=origin.reason)
-    if origin.reason.split(":", 1)[0] == FATAL_REASON and attempt.fatal is None:
-        # ``fatal: <rule>: <line>``: the wait saw a fatal line and cancelled; judged FATAL again.
-        rule, _, line = origin.reason.partition(": ")[2].partition(": ")
+    fatal = parse_fatal_marker(origin.reason)
+    if fatal is not None and attempt.fatal is None:
+        # The wait saw a fatal line and cancelled; judged FATAL again.
+        rule, line = fatal
         return replace(ours, fatal=rule or FATAL_REASON, fatal_line=line), None
     return ours, None
 

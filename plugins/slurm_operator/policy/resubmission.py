@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model.exceptions import SlurmError
+from slurm_operator.model.naming import fatal_marker
 from slurm_operator.model.records import Attempt, Verdict
 from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, TERMINAL_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
@@ -279,7 +280,7 @@ def stop_fatal(hook: SlurmHook, attempt: Attempt, cancelled: bool, log: TaskLog)
     Recorded as Slurm's accounting says once the cancel is sent: a job that printed its fatal line
     and exited (a trainer's NaN assertion) often ends between the poll that saw the line and the
     scancel, which Slurm then ignores; that job is FAILED with its exit code, not CANCELLED by us."""
-    reason = f"{cancels.FATAL_REASON}: {attempt.fatal}: {attempt.fatal_line}"
+    reason = fatal_marker(attempt.fatal or "", attempt.fatal_line or "")
     if not cancelled:
         log.warning("Slurm job %s: %s; cancelling it", attempt.job_id, reason)
         try:

@@ -15,7 +15,7 @@ from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
-from slurm_operator.model.naming import FATAL_REASON, ON_KILL_REASON, cancel_marker_path
+from slurm_operator.model.naming import ON_KILL_REASON, cancel_marker_path, fatal_marker
 from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import TERMINAL_STATES, SlurmState
 from slurm_operator.policy import fatal
@@ -283,7 +283,7 @@ class SlurmJobTrigger(BaseTrigger):
         marker = cancel_marker_path(self.log_path) if self.log_path else None
         try:
             await hook.cancel(
-                self.job_id, marker=marker, reason=f"{FATAL_REASON}: {alarm.rule}: {alarm.line}"
+                self.job_id, marker=marker, reason=fatal_marker(alarm.rule or "", alarm.line or "")
             )
         except SlurmError as exc:
             self.log.warning("Slurm job %s: scancel failed: %s", self.job_id, exc)

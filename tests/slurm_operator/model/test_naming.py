@@ -32,3 +32,13 @@ def test_attempt_paths_and_output_expansion() -> None:
     assert naming.resolve_output_path(out, "42") == "/scratch/run/af-x-42.out"
     assert naming.resolve_output_path("/l/%x.%j.100%%", "7", "nm") == "/l/nm.7.100%"
     assert naming.attempt_script_path("/s", "af-x", 2) == "/s/scripts/af-x.attempt002.sbatch"
+
+
+def test_a_fatal_marker_reads_back_as_its_rule_and_line_and_no_other_cancel_does() -> None:
+    """The trigger and the operator write it, cancels.note_cancel and the campaign report read it."""
+    line = "iteration 7/ 100 | lm loss: nan | grad norm: nan |"  # a line with ': ' in it
+    marker = naming.fatal_marker("DIVERGED", line)
+    assert marker == f"fatal: DIVERGED: {line}"
+    assert naming.parse_fatal_marker(marker + "\n") == ("DIVERGED", line)
+    for other in (naming.ON_KILL_REASON, naming.TIMEOUT_REASON, "hung: job 3 made no progress", ""):
+        assert naming.parse_fatal_marker(other) is None

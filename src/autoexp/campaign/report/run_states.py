@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from slurm_operator.model.naming import FATAL_REASON, cancel_marker_path
+from slurm_operator.model.naming import cancel_marker_path, parse_fatal_marker
 from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import ACTIVE_STATES, FAILED_STATES, SlurmState
 
@@ -108,12 +108,10 @@ def diverged_by_cancel(marker: str) -> str | None:
     """The line a fatal rule named ``DIVERGED`` stopped the training on, from the text of its cancel
     marker (``fatal: DIVERGED: <line>``, ``naming.FATAL_REASON``); None for any other cancel (hung,
     on_kill, a timed-out deferral, a fatal rule of another name) and for no marker ("")."""
-    reason = marker.strip()
-    kind, _, rest = reason.partition(": ")
-    rule, _, line = rest.partition(": ")
-    if kind != FATAL_REASON or rule != DIVERGED:
+    fatal = parse_fatal_marker(marker)
+    if fatal is None or fatal[0] != DIVERGED:
         return None
-    return line.strip() or reason
+    return fatal[1] or marker.strip()
 
 
 def diverged_from_logs(
