@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_docs_airflow_and_gate_lines_make_a_gate_at_500_gpu_hours(tmp_path: Path) -> None:
     text = (REPO / "docs" / "real-cluster.md").read_text()
     edits = [line for line in text.splitlines() if re.match(r"printf '.*' >> config/my_scaling\.yaml$", line)]
-    assert len(edits) == 2, edits  # step 3's airflow: section, then the gate inside it
+    # step 3's airflow: section, then the gate inside it, then its cooldowns key
+    assert len(edits) == 3, edits
     config = tmp_path / "config" / "my_scaling.yaml"
     config.parent.mkdir()
     shutil.copy(REPO / "config" / "scaling_exps.yaml", config)
@@ -27,3 +28,4 @@ def test_the_docs_airflow_and_gate_lines_make_a_gate_at_500_gpu_hours(tmp_path: 
     assert settings.ssh_conn_id == "my_cluster"
     assert settings.gate.gpu_hours_threshold == 500
     assert settings.gate.tflops_per_gpu == 150
+    assert settings.gate.cooldowns is True
