@@ -16,9 +16,9 @@ from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import Attempt, Ledger, Verdict
+from slurm_operator.operators import task_state
 from slurm_operator.operators.arguments import check_arguments, ending_kwargs, job_trigger_kwargs, submit_spec
 from slurm_operator.operators.submission import SubmitFailed, submit_attempt, without_bad_nodes
-from slurm_operator.operators.task_state import XCOM_JOB_ID, recorded_attempt, state_get, state_set
 from slurm_operator.operators.worker_wait import relay_lines, wait_in_worker
 from slurm_operator.policy import cancels, completion, error_lines, recovery, resubmission
 from slurm_operator.policy.completion import CompletionRule
@@ -45,8 +45,7 @@ class SlurmOperator(BaseOperator):
     :param completion_regex: a COMPLETED job is done only if this regex is in its log tail (e.g. a
         line the program prints when it finished its work); otherwise it is resubmitted.
     :param completion_command: remote command printing 1 when done (AutoExperiment's termination_cmd).
-    :param completion_check: callable ``(hook, attempt) -> bool``, same meaning. Subclasses with a
-        rule of their own override ``is_work_done``, whose answer the resubmission policy is given.
+    :param completion_check: callable ``(hook, attempt) -> bool``, same (or override ``is_work_done``).
     :param progress_command: remote command whose output changes when the job makes progress (e.g.
         ``cat`` of a file the job rewrites as it progresses); enables ``max_attempts_without_progress``.
     :param max_attempts: submissions per task try that count (numbering continues across tries): all
@@ -54,18 +53,12 @@ class SlurmOperator(BaseOperator):
         job's time-limit cycles are not failures; see ``resubmission``).
     :param max_attempts_without_progress: consecutive attempts without progress before giving up
         (a PREEMPTED attempt is skipped: neither counted nor a progress).
-    :param max_attempts_overall: submissions per task try whatever their end: the bound of a job that
-        keeps advancing across time limits.
-    :param fatal_patterns: name -> patterns, each a regex or ``{"pattern": regex, "repeats": m}``
-        (``{"DIVERGED": [r"loss: nan", {"pattern": r"grad norm: 0[.]0+ ", "repeats": 5}]}``; m
-        consecutive matching lines, counting the lines ``progress_pattern`` matches when it is set)
-        or ``{"pattern": regex, "above_median": k, "repeats": m, "window": w}`` (m consecutive lines
-        whose captured number is above k x the median of the w values before them): ``policy.fatal``.
-        Searched in the running job's log as it is relayed (the trigger cancels the job at the
-        match, within a poll interval) and in an ended job's log tail (unless it COMPLETED its
-        work): a match records the attempt with that name and the line
-        (``Attempt.fatal``), verdict FATAL, and fails the task without resubmission nor Airflow
-        retry (AirflowFailException): the same input would end the same way.
+    :param max_attempts_overall: submissions per task try whatever their end (a job that keeps advancing).
+    :param fatal_patterns: name -> patterns (``policy.fatal``: a regex, ``{"pattern", "repeats"}`` or
+        ``{"pattern", "above_median", "repeats", "window"}``), searched in the log the wait relays
+        (the trigger cancels the job at the match) and in an ended job's tail unless it COMPLETED its
+        work: a match records ``Attempt.fatal`` and the line, verdict FATAL, and fails the task
+        without resubmission nor retry (AirflowFailException): the same input would end the same way.
     :param poll_interval: seconds between state polls (batched per cluster in the triggerer).
     :param deferrable: wait in the triggerer (default) or poll in the worker.
     :param stream_logs: relay new job log lines into the task log as ``[slurm <id>] ...``.
@@ -81,15 +74,12 @@ class SlurmOperator(BaseOperator):
     :param progress_pattern: a regex whose group 1 is the progress the job's log reports (an
         integer, e.g. a training iteration); once it matched, only a new high of it or a change of
         ``progress_paths`` is progress: a log that grows without it (a restart loop) is hung.
-    :param submit_lock: cluster file to ``flock`` around "an active job has this name? adopt it,
-        else sbatch" (one remote command): task instances sharing a ``job_name`` (runs of one DAG
-        sweeping the same work) never both submit, even when Airflow's run limit is bypassed.
-        None: submit without that check (a new try still re-attaches to an active job by name).
-    :param max_excluded_nodes: nodes a resubmission is sent away from at most (``sbatch
-        --exclude``): a single-node job's node that ended NODE_FAIL/BOOT_FAIL, a node on which two
-        attempts failed (``policy.nodes``), kept across the task's attempts and tries; the most
-        recently found are kept. 0: no exclusion. Keep it below the partition's nodes minus the
-        job's.
+    :param submit_lock: cluster file to ``flock`` around "an active job has this name? adopt it, else
+        sbatch" (one remote command): task instances sharing a ``job_name`` never both submit. None:
+        submit without it (a new try still re-attaches to an active job by name).
+    :param max_excluded_nodes: nodes a resubmission is sent away from at most (``sbatch --exclude``;
+        which ones: ``policy.nodes``), kept across attempts and tries, the latest found kept. 0: no
+        exclusion. Keep it below the partition's nodes minus the job's.
     :param end_task_on_success: let the trigger end the task when the job COMPLETED and
         ``completion_regex``/``completion_command`` pass (no task process resumes to judge it; see
         ``SlurmJobTrigger``). Needs one of them, and neither ``completion_check`` nor an
@@ -110,8 +100,7 @@ class SlurmOperator(BaseOperator):
         "submit_lock",
     )
     ui_color = "#c7e9c0"
-    #: What a failed job's error shows of its log: the error lines, not its launcher's boilerplate
-    #: (a subclass names its launcher's patterns).
+    #: A failed job's error shows its log's error lines, not its launcher's (a subclass names them).
     log_patterns: error_lines.LogPatterns = error_lines.GENERIC
 
     def __init__(
@@ -188,8 +177,8 @@ class SlurmOperator(BaseOperator):
         """Re-attach to this task instance's job if one runs, judge it if it ended, else submit; wait."""
         self._validate()
         hook, name = self._hook(), self._name(context)
-        pattern, try_number = self._output_pattern(name), _try_number(context)
-        stored = state_get(context)
+        pattern, try_number = self._output_pattern(name), task_state.try_number(context)
+        stored = task_state.state_get(context)
         probe = self._probe_progress
         start = recovery.start_try(
             hook,
@@ -250,7 +239,7 @@ class SlurmOperator(BaseOperator):
         alone: the job may be fine, and the task's retry re-attaches to it.
         """
         if airflow_internals.deferral_timed_out(next_method, next_kwargs):
-            recorded = recorded_attempt(context)
+            recorded = task_state.recorded_attempt(context)
             if recorded is not None:
                 self._cancel(*recorded, "deferral timed out", cancels.TIMEOUT_REASON)
         return super().resume_execution(next_method, next_kwargs, context)
@@ -325,8 +314,9 @@ class SlurmOperator(BaseOperator):
     def _submit(self, context: Context, hook: SlurmHook, ledger: Ledger) -> None:
         spec = submit_spec(self, ledger.name, self._output_pattern(ledger.name))
         spec, excluded = without_bad_nodes(spec, ledger.attempts, self.max_excluded_nodes, self.log)
+        number, try_number = ledger.next_number(), task_state.try_number(context)
         try:
-            attempt = submit_attempt(hook, spec, ledger.next_number(), _try_number(context), self.log)
+            attempt = submit_attempt(hook, spec, number, try_number, self.log)
         except SubmitFailed as exc:
             raise AirflowException(f"task {self.task_id}: {exc}") from None
         ledger.add(replace(attempt, excluded_nodes=excluded))
@@ -334,8 +324,8 @@ class SlurmOperator(BaseOperator):
         self._record(context, ledger)
 
     def _record(self, context: Context, ledger: Ledger) -> None:
-        context["ti"].xcom_push(key=XCOM_JOB_ID, value=ledger.current.job_id)
-        state_set(context, ledger)
+        context["ti"].xcom_push(key=task_state.XCOM_JOB_ID, value=ledger.current.job_id)
+        task_state.state_set(context, ledger)
 
     def _wait(self, context: Context, hook: SlurmHook, ledger: Ledger) -> list[dict[str, Any]]:
         current = ledger.current
@@ -388,12 +378,12 @@ class SlurmOperator(BaseOperator):
             )
         except resubmission.CancelledFromOutside as exc:
             ledger.update_current(exc.attempt)
-            state_set(context, ledger)  # (a clear resumes the work)
+            task_state.state_set(context, ledger)  # (a clear resumes the work)
             raise AirflowFailException(str(exc)) from None
         except cancels.CancelOriginUnknown as exc:
             raise AirflowException(str(exc)) from None  # nothing recorded: the retry judges it again
         ledger.update_current(judged)
-        state_set(context, ledger)
+        task_state.state_set(context, ledger)
         if decision.verdict is Verdict.SUCCEED:
             return ledger.results()
         if decision.verdict is Verdict.RESUBMIT:
@@ -407,8 +397,3 @@ class SlurmOperator(BaseOperator):
         if decision.verdict is Verdict.FATAL:
             raise AirflowFailException(message)  # no Airflow retry: it would end the same way
         raise AirflowException(message)
-
-
-def _try_number(context: Context) -> int | None:
-    """The Airflow try running now (None where a runner gives no task instance try)."""
-    return getattr(context["ti"], "try_number", None)

@@ -47,3 +47,8 @@ def state_set(context: Context, ledger: Ledger) -> None:
         log = context["ti"].log if hasattr(context["ti"], "log") else None
         if log is not None:
             log.warning("task_state_store unavailable, re-attach will rely on the job name: %s", exc)
+
+
+def try_number(context: Context) -> int | None:
+    """The Airflow try running now (None where a runner gives no task instance try)."""
+    return getattr(context["ti"], "try_number", None)
