@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from slurm_operator.model.records import Attempt, JobRecord
+from slurm_operator.model.ledger import Attempt
+from slurm_operator.model.records import JobRecord
 
 # status values; each event is final: a trigger emits exactly one.
 SUCCESS: Final = "success"  # the watched remote condition holds

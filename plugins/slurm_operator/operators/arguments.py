@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException
 
-from slurm_operator.model.records import Ledger
+from slurm_operator.model.ledger import Ledger
 from slurm_operator.operators.submission import SubmitSpec
 from slurm_operator.policy import fatal
 from slurm_operator.policy.completion import CompletionRule

@@ -15,7 +15,7 @@ from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
 from slurm_operator.model.exceptions import SlurmError
-from slurm_operator.model.records import Attempt, Ledger, Verdict
+from slurm_operator.model.ledger import Attempt, Ledger, Verdict
 from slurm_operator.operators import task_state
 from slurm_operator.operators.arguments import check_arguments, ending_kwargs, job_trigger_kwargs, submit_spec
 from slurm_operator.operators.submission import SubmitFailed, submit_attempt, without_bad_nodes

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
 from slurm_operator.model.exceptions import SlurmError
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.policy import nodes
 from slurm_operator.policy.resubmission import TaskLog
 from slurm_operator.remote import commands

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from slurm_operator.model.records import Ledger
+from slurm_operator.model.ledger import Ledger
 
 STATE_KEY = "slurm_operator"  # task_state_store key; renaming it breaks re-attach of in-flight tasks
 XCOM_JOB_ID = "slurm_job_id"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmError
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.model.naming import (
     FATAL_REASON,
     HUNG_REASON,
@@ -23,7 +24,6 @@ from slurm_operator.model.naming import (
     TIMEOUT_REASON,
     parse_fatal_marker,
 )
-from slurm_operator.model.records import Attempt
 from slurm_operator.remote import commands, parsers
 
 __all__ = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.model.states import SlurmState
 from slurm_operator.remote import hostlist
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import naming
-from slurm_operator.model.records import Attempt, JobRecord, Ledger, Verdict
+from slurm_operator.model.ledger import Attempt, Ledger, Verdict
+from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import ADOPTABLE_STATES, TERMINAL_STATES
 
 log = logging.getLogger(__name__)

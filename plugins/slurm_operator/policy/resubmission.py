@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model.exceptions import SlurmError
+from slurm_operator.model.ledger import Attempt, Verdict
 from slurm_operator.model.naming import fatal_marker
-from slurm_operator.model.records import Attempt, Verdict
 from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, TERMINAL_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
 from slurm_operator.policy.completion import read_tail

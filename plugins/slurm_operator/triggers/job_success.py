@@ -9,7 +9,8 @@ from airflow.triggers.base import TaskSuccessEvent
 
 from slurm_operator.airflow_internals import xcom_set
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
-from slurm_operator.model.records import JobRecord, Ledger, Verdict
+from slurm_operator.model.ledger import Ledger, Verdict
+from slurm_operator.model.records import JobRecord
 from slurm_operator.policy import completion
 
 

@@ -9,7 +9,8 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.model.records import HUNG, Attempt, JobRecord, JobStates, Ledger, LogChunk, RemoteStat
+from slurm_operator.model.ledger import HUNG, Attempt, Ledger
+from slurm_operator.model.records import JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import SlurmState
 from slurm_operator.operators.arguments import ending_kwargs
 from slurm_operator.operators.slurm import SlurmOperator

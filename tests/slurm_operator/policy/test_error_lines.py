@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_operator.model.records import Attempt, LogChunk, RemoteStat, Verdict
+from slurm_operator.model.ledger import Attempt, Verdict
+from slurm_operator.model.records import LogChunk, RemoteStat
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy import resubmission
 from slurm_operator.policy.error_lines import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy.nodes import bad_nodes
 

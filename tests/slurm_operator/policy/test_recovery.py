@@ -13,16 +13,8 @@ from airflow.sdk.exceptions import AirflowException
 from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
-from slurm_operator.model.records import (
-    CANCELLED_BY_AIRFLOW,
-    HUNG,
-    Attempt,
-    CommandResult,
-    JobRecord,
-    JobStates,
-    Ledger,
-    Verdict,
-)
+from slurm_operator.model.ledger import CANCELLED_BY_AIRFLOW, HUNG, Attempt, Ledger, Verdict
+from slurm_operator.model.records import CommandResult, JobRecord, JobStates
 from slurm_operator.model.states import SlurmState
 from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.policy import recovery

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from slurm_operator.model.exceptions import RemotePathNotFoundError
-from slurm_operator.model.records import HUNG, Attempt, CommandResult, Verdict
+from slurm_operator.model.ledger import HUNG, Attempt, Verdict
+from slurm_operator.model.records import CommandResult
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy import resubmission
 from slurm_operator.policy.resubmission import decide

@@ -16,7 +16,7 @@ from airflow.sdk import BaseNotifier, Context
 # Where Airflow 3.1 to 3.3 all have them (``airflow.sdk`` exports them from 3.2 on only).
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 from slurm_operator.airflow_internals import SyncCallback
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 
 from autoexp.campaign.alerts.messages import (
     FailureRecorder,

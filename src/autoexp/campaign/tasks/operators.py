@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import StartTriggerArgs
 from slurm_operator.airflow_internals import AirflowFailException, AirflowSkipException
 from slurm_operator.model import events
-from slurm_operator.model.records import Attempt, Ledger
+from slurm_operator.model.ledger import Attempt, Ledger
 from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.operators.task_state import state_get, state_set
 from slurm_operator.policy import completion

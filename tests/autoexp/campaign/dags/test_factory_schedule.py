@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.model.states import SlurmState
 
 from autoexp.campaign.dags.factory import build_dags

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from slurm_operator.model.records import Attempt
+from slurm_operator.model.ledger import Attempt
 from slurm_operator.policy.fatal import FatalRules, FatalScan, parse_rules
 from slurm_operator.policy.resubmission import match_fatal
 

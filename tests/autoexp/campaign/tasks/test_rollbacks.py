@@ -22,7 +22,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import TaskSuccessEvent
 from slurm_operator.model.events import ENDED, SlurmEvent
-from slurm_operator.model.records import Attempt, CommandResult, JobRecord, Ledger, LogChunk, RemoteStat
+from slurm_operator.model.ledger import Attempt, Ledger
+from slurm_operator.model.records import CommandResult, JobRecord, LogChunk, RemoteStat
 from slurm_operator.model.states import SlurmState
 from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.operators.task_state import STATE_KEY
