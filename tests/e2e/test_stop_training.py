@@ -84,8 +84,12 @@ def job_state(cluster: LocalCluster, name: str, earlier: set[str]) -> str | None
     return states.pop() if states else None
 
 
-def until(what: str, check: Any, limit_s: float, stack: AirflowStack, interval: float = 0.25) -> float:
-    """Seconds until ``check()`` is true; fails after ``limit_s`` with what was awaited."""
+def until(what: str, check: Any, limit_s: float, stack: AirflowStack, interval: float = 1.0) -> float:
+    """Seconds until ``check()`` is true; fails after ``limit_s`` with what was awaited.
+
+    Every check is a REST call, a sacct or a database query, and the test waits ~300 s: a wait whose
+    duration is a bounded figure polls finer (``interval``), the others once a second.
+    """
     start = time.monotonic()
     while not check():
         if time.monotonic() - start > limit_s:
@@ -152,11 +156,16 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
             row["mark_before_readoption"] = not trigger_runs_in_triggerer_after(c, run_id, old)
         elif sig is not None:
             moved = lambda r=run_id, o=old: trigger_runs_in_triggerer_after(c, r, o)  # noqa: E731
-            took = until("the training's trigger in the new triggerer", moved, 120, stack)
+            # 0.25 s: the mark "during first answer" follows at once, inside the triggerer's build.
+            took = until("the training's trigger in the new triggerer", moved, 120, stack, 0.25)
             row["reassigned_s"] = round(took, 1)
         if when == "after first answer":
             took = until(
-                "the triggerer's first state answer", lambda r=run_id: WARM in run_logs(stack, r), 120, stack
+                "the triggerer's first state answer",
+                lambda r=run_id: WARM in run_logs(stack, r),
+                120,
+                stack,
+                0.25,
             )
             row["first_answer_s"] = round(took, 1)
         if i == 0:
@@ -183,9 +192,11 @@ def test_mark_failed_cancels_the_job_and_ends_the_run_five_times(
         # After a SIGKILL the waits sit in the dead triggerer until their re-adoption (its heartbeat
         # stale: ~30 s after the kill), then ask the task state: 35-56 s measured at load ~10.
         ends = 150.0 if when == KILLED_15S else limit + 60
-        until("the waits skipped", lambda r=run_id: waits_skipped(stack, r), ends, stack, 0.2)
+        # 0.2 s where the figures are bounded (below); after a kill (unbounded, 35-56 s) once a second.
+        step = 1.0 if when == KILLED_15S else 0.2
+        until("the waits skipped", lambda r=run_id: waits_skipped(stack, r), ends, stack, step)
         row["waits_end_s"] = round(time.monotonic() - marked, 1)
-        until(f"run {run_id} ended", lambda r=run_id: _ended(stack, r), ends, stack, 0.2)
+        until(f"run {run_id} ended", lambda r=run_id: _ended(stack, r), ends, stack, step)
         row["run_end_s"] = round(time.monotonic() - marked, 1)
         states = ti_states(stack, run_id)
         assert states[(TRAIN, -1)] == "failed", states
