@@ -201,6 +201,9 @@ def _phase_tasks(
             progress_pattern=train_plan.progress_pattern,
             pool=settings.pool_name,
             resubmit_alert=resubmit_alerts(dag_plan.experiment.name, settings.notify),
+            rollback_alert=rollback_alerts(
+                dag_plan.experiment.name, settings.notify, train_plan.checkpoint_dir
+            ),
         )
         last: list[Any] = [train]
         if phase.checkpoints is not None:
