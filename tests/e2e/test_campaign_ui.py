@@ -2,6 +2,9 @@
 experiments, the Campaigns page (plugin) shows them in a real headless Chromium, its JSON needs
 Airflow's login, and ``autoexp status`` prints one line per experiment.
 
+The last test runs one real training on the local Slurm cluster: its job held (``sbatch --hold``),
+the grid says why it waits.
+
 One stack for the module (SimpleAuthManager with a real user and password, not "every user is
 admin": the plugin's routes must refuse a request without login). The experiments run as dry runs
 (no Slurm job: what is under test is what triggers them and what shows them). The campaign report
@@ -11,6 +14,7 @@ is tested on its own); the page reads it from $AUTOEXP_REPORT_ROOT.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -30,7 +34,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
-from tests.e2e.campaign import DEMO, REPO, start_module_stack
+from tests.e2e.campaign import DEMO, REPO, job_name, start_module_stack
 from tests.e2e.test_ui_browser import Ui, _browser
 from tests.fixtures.airflow_stack import AirflowStack
 from tests.scripts.test_campaign_run import driver
@@ -127,7 +131,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         api = AirflowApi.login(f"http://127.0.0.1:{stack.port}", "admin", password)
         stack.poll(f"{CAMPAIGN_DAG} to be parsed", lambda: _parsed(api, CAMPAIGN_DAG), 300, 2)
         for dag_id in EXPERIMENTS:
-            stack.poll(f"{dag_id} to be parsed", lambda d=dag_id: _parsed(api, d), 120, 2)
+            stack.poll(f"{dag_id} to be parsed", functools.partial(_parsed, api, dag_id), 120, 2)
         # The whole campaign as scripts/demo starts it (the defaults select everything), here as
         # dry runs waited for.
         demo_api = driver.Api(stack.port, api.token)
@@ -153,7 +157,11 @@ def _parsed(api: AirflowApi, dag_id: str) -> bool | None:
 
 
 def _ended(api: AirflowApi, run_id: str) -> str | None:
-    state = str(api.call("GET", f"dags/{CAMPAIGN_DAG}/dagRuns/{run_id}")["state"])
+    return _run_ended(api, CAMPAIGN_DAG, run_id)
+
+
+def _run_ended(api: AirflowApi, dag_id: str, run_id: str) -> str | None:
+    state = str(api.call("GET", f"dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")["state"])
     return state if state in ("success", "failed") else None
 
 
@@ -221,7 +229,7 @@ def test_the_json_behind_the_page(campaign: Campaign) -> None:
     run_id = tiny["run"]["run_id"]
     status, run = campaign.get(f"/campaigns/api/experiments/{tiny['dag_id']}/{run_id}", token)
     assert status == 200
-    skipped = {"state": "skipped", "latest_checkpoint": None, "evaluations": 0}
+    skipped = {"state": "skipped", "latest_checkpoint": None, "evaluations": 0, "pending": None}
     assert run["phases"] == {phase: skipped for phase in PHASES}
     assert run["note"] == "no report yet: the run's report task has not written one"
 
@@ -255,7 +263,7 @@ def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
         assert row.text.split()[0] == names[i]
         assert row.text.split()[-6:] == ["success", "skipped", f"{5.5 + i:.3f}", "skipped", "skipped", ANY]
         cell = row.find_element(By.CSS_SELECTOR, "td.success a")
-        assert cell.get_attribute("href").startswith(f"{campaign.url}/dags/{dag_id}/runs/")
+        assert str(cell.get_attribute("href")).startswith(f"{campaign.url}/dags/{dag_id}/runs/")
     ui.screenshot("campaigns-page")
     # The same page inside Airflow's UI: the "Campaigns" entry of the navigation.
     ui.open("plugin/campaigns")
@@ -379,3 +387,75 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     assert wrong.stderr.startswith("autoexp status: POST ")
     assert "/auth/token: HTTP 401" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
+
+
+HELD = "JobHeldUser, no start estimate yet"
+
+
+def _pretrain_cell(campaign: Campaign, dag_id: str, run_id: str, held: bool) -> dict[str, Any] | None:
+    """The pretraining cell of ``dag_id`` in the page's JSON once it shows run ``run_id`` deferred,
+    with a pending note (``held``) or without one."""
+    status, view = campaign.get("/campaigns/api/campaigns/demo", campaign.api.token)
+    assert status == 200, view
+    row = next(e for e in view["experiments"] if e["dag_id"] == dag_id)
+    cell: dict[str, Any] = row["cells"]["pretrain"]
+    if not row["run"] or row["run"]["run_id"] != run_id or cell["state"] != "deferred":
+        return None
+    return cell if (cell["pending"] is not None) == held else None
+
+
+@pytest.mark.slurm
+def test_the_grid_says_why_a_held_training_waits(campaign: Campaign, slurm_cluster: Any) -> None:
+    """A real run's pretraining adopts a job of its name that is held (what a user's ``scontrol
+    hold``, or a queue that never frees, looks like): its cell reads "pending: JobHeldUser, ...",
+    from the note the wait stored in its XCom (no SSH per page view), in the grid and the run's
+    Campaign tab; released, the job runs and the note goes. Last in the module: it changes the
+    experiment's latest run, which the tests above read."""
+    stack, dag_id = campaign.stack, EXPERIMENTS[1]
+    # The stack was started before this test asked for the cluster: its connection goes in the database.
+    subprocess.run(
+        [str(REPO / ".venv/bin/airflow"), "connections", "add", slurm_cluster.conn_id, "--conn-json",
+         slurm_cluster.airflow_conn_json],
+        check=True, env=stack.env(), capture_output=True, timeout=120,
+    )  # fmt: skip
+    name = job_name(DEMO, Path(stack.extra_env["AUTOEXP_DEMO_DIR"]), dag_id=dag_id)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--hold", f"--job-name={name}", "--time=15",
+         f"--output={slurm_cluster.jobs_dir}/held-%j.out", "--wrap", "sleep 600"],
+        check=True, env=slurm_cluster.env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    job = submitted.stdout.strip().split(";")[0]
+    try:
+        run_id = str(campaign.api.trigger(dag_id, {"phases": ["pretrain"]})["dag_run_id"])
+        cell = stack.poll("a pending note", lambda: _pretrain_cell(campaign, dag_id, run_id, True), 300, 3)
+        assert cell["pending"] == HELD
+        log = stack.task_log(dag_id, run_id, "pretrain.train")
+        assert f"adopted active Slurm job {job} named {name}" in log, log[-3000:]
+        assert f"Slurm job {job} pending: {HELD}" in log, log[-3000:]
+
+        _login(campaign)
+        ui = Ui(stack, campaign.run_id, campaign.browser, campaign.shots)
+        ui.open("campaigns/")
+        ui.shows(f"pending: {HELD}")
+        row = campaign.browser.find_element(By.CSS_SELECTOR, f'tr[data-dag="{dag_id}"]')
+        held = row.find_element(By.CSS_SELECTOR, "td.deferred.pending")
+        assert held.text == f"pending: {HELD} {5.5 + 1:.3f}"  # the report's final loss stays
+        ui.screenshot("campaigns-pending")
+        ui.open(f"dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}/plugin/campaign_run")
+        _in_frame(ui, f"pending: {HELD}")
+
+        # Released, the job runs: the next poll drops the note; the cell is the task's state again.
+        subprocess.run(
+            ["scontrol", "release", job], check=True, env=slurm_cluster.env(), capture_output=True, timeout=60
+        )
+        stack.poll("the note to go", lambda: _pretrain_cell(campaign, dag_id, run_id, False), 300, 3)
+        ui.open("campaigns/")
+        ui.shows(*[d.removeprefix("demo_") for d in EXPERIMENTS])
+        row = campaign.browser.find_element(By.CSS_SELECTOR, f'tr[data-dag="{dag_id}"]')
+        assert not row.find_elements(By.CSS_SELECTOR, "td.pending")
+        assert "pending" not in row.text
+    finally:
+        # Cancelled from outside, the training fails without a retry and the run ends.
+        subprocess.run(["scancel", job], check=False, env=slurm_cluster.env(), timeout=60)
+    state = stack.poll("the run to end", lambda: _run_ended(campaign.api, dag_id, run_id), 300, 3)
+    assert state == "failed"
