@@ -2,7 +2,9 @@
 # autoexp convert+eval template (AutoExperiment format: Python str.format over the whole file, every
 # literal brace doubled). Converts Megatron checkpoints to HuggingFace and evaluates them with lm-eval.
 # With CKPT_ITER set at submit time only that iteration is processed (one Slurm job per checkpoint);
-# without it every unconverted checkpoint is processed, earliest first, like the seed's.
+# with CKPT_SERIES="START INTERVAL LAST" every checkpoint of that series that is ready and not done,
+# also those saved while it runs (one job for a phase's conversions: airflow.share_conversion_jobs);
+# with neither every unconverted checkpoint, earliest first, like the seed's.
 # Variables: docs/cluster-tools.md.
 #SBATCH --account={ACCOUNT}
 #SBATCH --partition={PARTITION}
@@ -29,6 +31,8 @@ export HF_HOME="{HF_HOME}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_O
 export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{CONVERT_CPUS_PER_TASK}}}"
 # shellcheck disable=SC1091  # the helpers live on the cluster, under AUTOEXP_INCLUDE
 source "{AUTOEXP_INCLUDE}/helpers/ckpt_lib.sh"
+# shellcheck disable=SC1091  # as ckpt_lib.sh
+source "{AUTOEXP_INCLUDE}/helpers/convert_batch.sh"
 # shellcheck disable=SC1091  # as ckpt_lib.sh
 source "{AUTOEXP_INCLUDE}/helpers/site_env.sh"
 autoexp_site_env "{MODULES}" "{JOB_ENV}" || exit 2
@@ -90,13 +94,27 @@ if [ -n "${{CKPT_ITER:-}}" ]; then
     exit $?
 fi
 
+SERIES="${{CKPT_SERIES:-}}"
+if [ -n "$SERIES" ] && ! autoexp_series_check "$SERIES"; then
+    echo "[autoexp] CKPT_SERIES must be 'START INTERVAL LAST' (integers, INTERVAL > 0), got '$SERIES'" >&2
+    exit 2
+fi
+pending_iters() {{
+    if [ -n "$SERIES" ]; then
+        # shellcheck disable=SC2086  # three numbers, checked above
+        autoexp_batch_iters "$RUN_DIR" $SERIES
+    else
+        autoexp_pending_iters "$RUN_DIR"
+    fi
+}}
+
 STATUS=0
 FAILED=" "
 while true; do
     # Checkpoints written while this job runs are picked up too; one that failed in this job is
     # left to the next job (its failure count caps the retries).
     NEXT=""
-    for CAND in $(autoexp_pending_iters "$RUN_DIR"); do
+    for CAND in $(pending_iters); do
         case "$FAILED" in *" $CAND "*) continue ;; esac
         NEXT="$CAND"
         break
@@ -105,4 +123,10 @@ while true; do
     process_iter "$NEXT" || {{ STATUS=1; FAILED="$FAILED$NEXT "; }}
 done
 echo "[autoexp] no unconverted checkpoint left in $SOURCE_CHECKPOINT_PATH"
+if [ -n "$SERIES" ] && [ "$STATUS" -ne 0 ]; then
+    # A shared job: each task judges its own checkpoint by its done marker, so one checkpoint's
+    # failure fails no other's task; its own resubmits, and the next job retries it (failure cap).
+    echo "[autoexp] failed in this job:$FAILED(left to the next job)" >&2
+    exit 0
+fi
 exit "$STATUS"
