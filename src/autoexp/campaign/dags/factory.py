@@ -106,6 +106,10 @@ def _checkpoint_group(
     arm = EmptyOperator(task_id=ARM_WAITS_TASK, trigger_rule="always", priority_weight=rank.CHECKPOINT_WAIT)
     train >> arm
     iterations = [int(values["iteration"]) for values in group.instances]
+    # A shared job's environment names no iteration: the instance's comes from its map index.
+    convert_iteration = (
+        f"{iterations}[ti.map_index]" if group.shared_environment else "task.environment.CKPT_ITER"
+    )
 
     # Each argument is resolved per instance from its dict of ``group.instances``.
     @task_group(group_id="checkpoints")
@@ -122,13 +126,13 @@ def _checkpoint_group(
         convert = CampaignSlurmOperator(
             task_id=CONVERT_TASK,
             priority_weight=rank.CONVERT,
-            map_index_template=label("task.environment.CKPT_ITER"),
+            map_index_template=label(convert_iteration),
             phase=phase.key,
             ssh_conn_id=settings.ssh_conn_id,
             script_path=group.script_path,
             remote_dir=dag_plan.remote_dir,
             # The operator copies the mapping at build time; the value inside is resolved per instance.
-            environment={"CKPT_ITER": ckpt_iter},
+            environment=dict(group.shared_environment) or {"CKPT_ITER": ckpt_iter},
             completion_command=completion,
             output_path=output_path,
             job_name=job_name,

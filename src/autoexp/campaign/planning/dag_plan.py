@@ -26,6 +26,8 @@ from autoexp.campaign.planning.settings import AirflowSettings, _line_of
 TRAIN_TASK = "train"
 # The conversion+evaluation task's id inside a phase's mapped checkpoint group.
 CONVERT_TASK = "convert_eval"
+# The convert template's variable naming the checkpoints a shared conversion job may process.
+SERIES_VAR = "CKPT_SERIES"
 # The task between a phase's training and its checkpoint waits: clearing the training clears it,
 # and through it the waits and conversions (the factory's _checkpoint_group says why it exists).
 ARM_WAITS_TASK = "arm_waits"
@@ -90,12 +92,17 @@ class CheckpointsPlan:
         ``job_name`` (the same in every run).
     :param label: what the UI calls an instance: a Jinja template over ``iteration`` (an int), e.g.
         ``iter 0000400 (cooldown 2B)``; the factory binds ``iteration`` to each task's own argument.
+    :param shared_environment: with ``airflow.share_conversion_jobs``, what every instance's job is
+        submitted with (``CKPT_SERIES``: the phase's planned checkpoints), the instances sharing one
+        job name and log: one job converts every checkpoint of the phase that is ready and not done,
+        each instance still judged by its own ``completion``. Empty: each its own job (``CKPT_ITER``).
     """
 
     script_path: str
     wait: WaitPlan
     instances: tuple[Mapping[str, Any], ...]
     label: str = ""
+    shared_environment: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -248,21 +255,36 @@ def _checkpoints(
     lead_secs: float,
 ) -> CheckpointsPlan:
     assert phase.convert is not None
-    out = phase.convert.output_file
+    out, shared = phase.convert.output_file, settings.share_conversion_jobs
     instances = tuple(
         {
             "iteration": it,
             "ckpt_iter": str(it),
             "completion": run_layout.marker_exists(phase.run_dir, it),
-            "output_path": run_layout.convert_output(out, phase.run_dir, it),
-            "job_name": names(phase.key, CONVERT_TASK, it),
+            "output_path": run_layout.convert_batch_output(out, phase.run_dir)
+            if shared
+            else run_layout.convert_output(out, phase.run_dir, it),
+            "job_name": names(phase.key, CONVERT_TASK, None if shared else it),
         }
         for it in phase.checkpoints
     )
     wait = _wait(phase, phase, None, settings, state_dir, names(phase.key, TRAIN_TASK), lead_secs)
     return CheckpointsPlan(
-        script_path=script_path, wait=wait, instances=instances, label=checkpoint_label(phase)
+        script_path=script_path,
+        wait=wait,
+        instances=instances,
+        label=checkpoint_label(phase),
+        shared_environment=checkpoint_series(phase) if shared else {},
     )
+
+
+def checkpoint_series(phase: PhasePlan) -> dict[str, str]:
+    """The environment of a phase's shared conversion job: ``CKPT_SERIES="START INTERVAL LAST"``,
+    the checkpoints ``plan.expected_checkpoints`` plans (every multiple of INTERVAL after START, and
+    LAST). Three numbers, not the list: the same for every instance, whatever the phase's length.
+    ``autoexp_batch_iters`` (include/helpers/convert_batch.sh) reads it; tests/include/
+    test_convert_batch.py holds the two to one table."""
+    return {SERIES_VAR: f"{phase.start_iter} {phase.save_interval} {phase.train_iters}"}
 
 
 def checkpoint_label(phase: PhasePlan) -> str:

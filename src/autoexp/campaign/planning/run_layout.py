@@ -102,6 +102,13 @@ def convert_output(output_file: str, run_dir: str, iteration: int) -> str:
     return f"{posixpath.dirname(output_file) or run_dir}/{stem}-iter{int(iteration)}-%j.out"
 
 
+def convert_batch_output(output_file: str, run_dir: str) -> str:
+    """The ``--output`` pattern of a phase's shared conversion job (``airflow.share_conversion_jobs``):
+    one per phase, so that every task adopting the job reads the same log (and its cancel marker)."""
+    stem = _stem(output_file) or "convert"
+    return f"{posixpath.dirname(output_file) or run_dir}/{stem}-batch-%j.out"
+
+
 def script_copy(output_file: str, job_name: str) -> str:
     """The rendered script's copy next to the job's log (as AutoExperiment leaves it); "" without a folder."""
     log_dir = posixpath.dirname(output_file)

@@ -250,6 +250,11 @@ class AirflowSettings:
         "index, checkpoint loading can be silent for long)",
     )
     paused: Flag = Field(default=True, description="new DAGs start paused")
+    share_conversion_jobs: Flag = Field(
+        default=False,
+        description="the conversions of a phase whose checkpoints are ready together share one Slurm job "
+        "(one job name per phase; each checkpoint stays its own task), for a cap on jobs per user",
+    )
     keys: Keys = Field(
         default_factory=Keys,
         description="names of the variables and labels the planner reads; the defaults fit AutoExperiment",

@@ -109,3 +109,29 @@ def test_a_long_experiment_name_is_shortened_first_and_the_hash_keeps_names_apar
     assert len(first) <= 64
     assert re.fullmatch(r"x+-cooldown_s1-convert_eval-0061036-[0-9a-f]{10}", first)
     assert first != job_name(long, "/r2", "cooldown_s1", "convert_eval", 61036)
+
+
+def test_shared_conversion_jobs_give_a_phase_one_job_name_log_and_series() -> None:
+    shared = AirflowSettings(share_conversion_jobs=True)
+    plans = plan_campaign(campaign(exps=("a",)), shared)
+    dag, own = plan_dag(plans[0], shared), plan_dag(plans[0], SETTINGS)
+    pretrain, s1, _ = dag.phases
+    assert pretrain.checkpoints is not None
+    assert s1.checkpoints is not None
+    instances = pretrain.checkpoints.instances
+    assert {i["job_name"] for i in instances} == {
+        job_name(plans[0], dag.remote_dir, "pretrain", "convert_eval")
+    }
+    assert {i["output_path"] for i in instances} == {"/logs/a/slurm-batch-%j.out"}
+    # Each instance is still judged by its own checkpoint's marker and results.
+    assert [i["completion"] for i in instances] == [
+        run_layout.marker_exists("/logs/a", it) for it in (4, 8, 10)
+    ]
+    # START INTERVAL LAST of plan.expected_checkpoints: the same for every instance.
+    assert pretrain.checkpoints.shared_environment == {"CKPT_SERIES": "0 4 10"}
+    assert s1.checkpoints.shared_environment == {"CKPT_SERIES": "4 4 12"}  # branches at 4, ends at 12
+    assert [i["iteration"] for i in s1.checkpoints.instances] == [8, 12]
+    # Off (the default): each checkpoint its own job, as before.
+    assert own.phases[0].checkpoints is not None
+    assert own.phases[0].checkpoints.shared_environment == {}
+    assert len({i["job_name"] for i in own.phases[0].checkpoints.instances}) == 3
