@@ -34,9 +34,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
-from tests.e2e.campaign import DEMO, REPO, job_name, start_module_stack
+from tests.e2e.campaign import DEMO, REPO, job_name
 from tests.e2e.test_ui_browser import Ui, _browser
-from tests.fixtures.airflow_stack import AirflowStack
+from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.scripts.test_campaign_run import driver
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -117,18 +117,22 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     password = secrets.token_urlsafe(16)
     (base / "passwords.json").write_text(json.dumps({"admin": password, "viewer": password}))
     _report(base / "reports")
-    stack = start_module_stack(
-        base / "home",
-        DEMO,
-        base / "campaign",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(base / "passwords.json"),
-        AUTOEXP_REPORT_ROOT=str(base / "reports"),
-    )
+    env = {
+        "AUTOEXP_CONFIGS": str(DEMO),
+        "AUTOEXP_DEMO_DIR": str(base / "campaign"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(base / "passwords.json"),
+        "AUTOEXP_REPORT_ROOT": str(base / "reports"),
+    }
+    # Not start_module_stack: its create_pool calls the REST API without a login, which this stack refuses.
+    stack = start_stack(base / "home", REPO / "dags", env)
     browser = None
     try:
         api = AirflowApi.login(f"http://127.0.0.1:{stack.port}", "admin", password)
+        # The pool create_pool makes (the config's, deferred tasks counted), with the admin's login.
+        api.call("POST", "pools", {"name": "slurm_local", "slots": 4, "description": "local",
+                                   "include_deferred": True})  # fmt: skip
         stack.poll(f"{CAMPAIGN_DAG} to be parsed", lambda: _parsed(api, CAMPAIGN_DAG), 300, 2)
         for dag_id in EXPERIMENTS:
             stack.poll(f"{dag_id} to be parsed", functools.partial(_parsed, api, dag_id), 120, 2)
