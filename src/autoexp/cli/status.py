@@ -50,6 +50,9 @@ def status_lines(view: Mapping[str, Any], slurm: Mapping[str, str]) -> list[str]
         cell = e["cells"].get(phase, {}) if phase else {}
         evals = sum(c["evaluations"] for c in e["cells"].values())
         gpu = e.get("gpu_hours")
+        job = slurm.get(e["dag_id"], "-")
+        if cell.get("pending"):  # why a deferred training's job waits (the Campaigns grid's note)
+            job = f"{job}, pending: {cell['pending']}"
         rows.append(
             [
                 e["dag_id"],
@@ -58,7 +61,7 @@ def status_lines(view: Mapping[str, Any], slurm: Mapping[str, str]) -> list[str]
                 cell.get("state", "-"),
                 "-" if cell.get("latest_checkpoint") is None else str(cell["latest_checkpoint"]),
                 str(evals),
-                slurm.get(e["dag_id"], "-"),
+                job,
                 "-" if gpu is None else f"{float(gpu):.3g}",
             ]
         )

@@ -78,3 +78,11 @@ def test_a_broken_config_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.C
     err = capsys.readouterr().err
     assert str(config) in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_pending_job_says_why_it_waits() -> None:
+    """The note the deferred wait keeps (the Campaigns grid shows the same) follows the job."""
+    cell = {**_cell("deferred"), "pending": "Priority, est. start 2026-12-03T14:05"}
+    view = {"experiments": [{"dag_id": "exp_a", "run": {"state": "running"}, "cells": {"pretrain": cell}}]}
+    (_, line) = status_lines(view, {"exp_a": "job 12"})
+    assert "job 12, pending: Priority, est. start 2026-12-03T14:05" in line, line
