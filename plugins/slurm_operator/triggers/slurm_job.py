@@ -217,6 +217,10 @@ class SlurmJobTrigger(BaseTrigger):
                     continue
                 missing = 0
                 note, pending = pending, record.pending_note()
+                if pending is not None and note is not None and not record.reason:
+                    # A poll without the live reason (sacct still says PENDING, squeue --start has
+                    # let go of the job: it is starting or was cancelled): the last note stands.
+                    pending = note
                 if pending is not None and pending != note:
                     self.log.info("Slurm job %s pending: %s", self.job_id, pending)
                 terminal = record.state in TERMINAL_STATES
