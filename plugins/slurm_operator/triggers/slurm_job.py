@@ -47,6 +47,15 @@ def _event(**kwargs: Any) -> TriggerEvent:
     return TriggerEvent(SlurmEvent(**kwargs).to_payload())  # type: ignore[no-untyped-call]
 
 
+def _says_less(record: JobRecord, note: str) -> bool:
+    """Whether a PENDING record says less than the note already given: no reason, or the same reason
+    without its estimate. So reads a job squeue --start has let go of while sacct still says PENDING
+    (it is starting, or was cancelled): the last note stands rather than a line saying less."""
+    if not record.reason:
+        return True
+    return not record.expected_start and note.startswith(f"{record.reason}, est. start ")
+
+
 def _fatal_data(hit: tuple[str, str] | None) -> dict[str, Any]:
     """The event's ``data`` for a fatal rule the wait saw match: its name and the line."""
     return {} if hit is None else {"fatal": hit[0], "fatal_line": hit[1]}
@@ -217,9 +226,7 @@ class SlurmJobTrigger(BaseTrigger):
                     continue
                 missing = 0
                 note, pending = pending, record.pending_note()
-                if pending is not None and note is not None and not record.reason:
-                    # A poll without the live reason (sacct still says PENDING, squeue --start has
-                    # let go of the job: it is starting or was cancelled): the last note stands.
+                if pending is not None and note is not None and _says_less(record, note):
                     pending = note
                 if pending is not None and pending != note:
                     self.log.info("Slurm job %s pending: %s", self.job_id, pending)

@@ -306,8 +306,9 @@ async def test_a_pending_job_s_reason_and_estimate_are_logged_once_per_change(
         pending("Priority", "2026-12-03T14:05:30"),  # the same minute: no line
         pending("Resources", "2026-12-03T14:05:30"),
         # Leaving the queue (a cancel, seen on a fresh clone): sacct still says PENDING, squeue
-        # --start no longer lists it, so no reason: no line saying "no reason given yet".
+        # --start no longer lists it: no line saying "no reason given yet".
         JobRecord("42", "n", SlurmState.PENDING),
+        pending("Resources"),  # sacct's reason without squeue --start's estimate: no line either
         JobRecord("42", "n", SlurmState.RUNNING),
         JobRecord("42", "n", SlurmState.COMPLETED, exit_code=0),
     ]
