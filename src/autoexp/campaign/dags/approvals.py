@@ -9,11 +9,13 @@ Action tab.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
-from autoexp.campaign.planning.cooldown_gate import CooldownGatePlan
+from autoexp.campaign.planning import task_priority as rank
+from autoexp.campaign.planning.cooldown_gate import APPROVE_COOLDOWNS_TASK, CooldownGatePlan
 from autoexp.campaign.planning.cost_estimate import Estimate
 
 ESTIMATE_KEY = "estimate"  # the campaign select task's XCom: an Estimate's fields
@@ -79,3 +81,20 @@ class CooldownApproval(EstimateApproval):
 
     def estimate_of(self, context: Any) -> Estimate | None:
         return self.gate_plan.estimate(context["params"].get("phases") or [])
+
+
+def gate_cooldowns(gate: CooldownGatePlan, branch_waits: dict[str, Any], trains: dict[str, Any]) -> Any:
+    """The approval before the cooldown fan-out: after the first branch checkpoint, before every gated
+    cooldown's training (Reject skips those, its direct downstream tasks; their waits follow)."""
+    approve = CooldownApproval(
+        task_id=APPROVE_COOLDOWNS_TASK,
+        gate_plan=gate,
+        response_timeout=timedelta(seconds=gate.timeout_secs),
+        # It asks once a cooldown is about to start: the first branch checkpoint the run waits for.
+        # A run that drives none of them skips every branch wait, and so this task.
+        trigger_rule="one_success",
+        priority_weight=rank.BRANCH_WAIT,
+    )
+    [branch_waits[key] for key in gate.cooldowns] >> approve
+    approve >> [trains[key] for key in gate.cooldowns]
+    return approve

@@ -20,7 +20,6 @@ from autoexp.campaign.dags.gc_pause import gc_paused
 from autoexp.campaign.dags.mapped_instances import Instances
 from autoexp.campaign.planning import task_priority as rank
 from autoexp.campaign.planning.campaign_slice import campaign_dag_id, campaign_report_dag_id
-from autoexp.campaign.planning.cooldown_gate import APPROVE_COOLDOWNS_TASK, CooldownGatePlan
 from autoexp.campaign.planning.dag_docs import doc_md, phase_choices
 from autoexp.campaign.planning.dag_plan import (
     ARM_WAITS_TASK,
@@ -270,8 +269,10 @@ def materialize(
         stage >> list(trains.values())  # one call: each >> hashes the DAG of every task it links
         for watched, head in branches:
             trains[watched] >> head
-        if dag_plan.cooldown_gate is not None:
-            _cooldown_approval(dag_plan.cooldown_gate, dict(branch_waits), trains)
+        if dag_plan.cooldown_gate is not None:  # Airflow's HITL modules (~4 ms a parse): gated DAGs only
+            from autoexp.campaign.dags.approvals import gate_cooldowns
+
+            gate_cooldowns(dag_plan.cooldown_gate, dict(branch_waits), trains)
         report = ReportOperator(
             task_id="report",
             priority_weight=rank.REPORT,
@@ -295,26 +296,6 @@ def materialize(
     dag.params = experiment_params(phase_choices(plan), settings)
     dag.doc_md = doc_md(dag_plan, str(config_path), digest)
     return dag
-
-
-def _cooldown_approval(gate: CooldownGatePlan, branch_waits: dict[str, Any], trains: dict[str, Any]) -> Any:
-    """The approval before the cooldown fan-out: after the first branch checkpoint, before every gated
-    cooldown's training (Reject skips those, its direct downstream tasks; their waits follow)."""
-    # Imported here: only a DAG with the gate builds one (Airflow's HITL modules, ~4 ms a parse).
-    from autoexp.campaign.dags.approvals import CooldownApproval
-
-    approve = CooldownApproval(
-        task_id=APPROVE_COOLDOWNS_TASK,
-        gate_plan=gate,
-        response_timeout=timedelta(seconds=gate.timeout_secs),
-        # It asks once a cooldown is about to start: the first branch checkpoint the run waits for.
-        # A run that drives none of them skips every branch wait, and so this task.
-        trigger_rule="one_success",
-        priority_weight=rank.BRANCH_WAIT,
-    )
-    [branch_waits[key] for key in gate.cooldowns] >> approve
-    approve >> [trains[key] for key in gate.cooldowns]
-    return approve
 
 
 def build_dags(
