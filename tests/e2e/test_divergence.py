@@ -61,6 +61,23 @@ def _jobs(cluster: Any, name: str) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
+def _failed_once(stack: Any, run_id: str) -> dict[str, Any]:
+    """The run's training task, failed in its first try (no Airflow retry)."""
+    train = next(t for t in task_instances(stack, DAG_ID, run_id) if t["task_id"] == "pretrain.train")
+    assert (train["state"], train["try_number"]) == ("failed", 1), train
+    return train
+
+
+def _failure_alert(stack: Any, alerts: Path) -> str:
+    """The alert file's text once it holds the run's failure alert (kind ``log``)."""
+
+    def sent() -> str | None:
+        text = alerts.read_text() if alerts.exists() else ""
+        return text if "autoexp FAILED" in text else None
+
+    return str(stack.poll("the failure alert", sent, timeout=120, interval=2))
+
+
 def test_a_diverged_training_stops_after_one_attempt(
     tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any
 ) -> None:
@@ -86,14 +103,8 @@ def test_a_diverged_training_stops_after_one_attempt(
     assert len(jobs) == 1, jobs
     assert jobs[0][1].split()[0] in ("FAILED", "CANCELLED"), jobs
     slurm_end = "FAILED (exit code 1)" if jobs[0][1] == "FAILED" else "CANCELLED (exit code None)"
-    train = next(t for t in task_instances(stack, DAG_ID, run_id) if t["task_id"] == "pretrain.train")
-    assert (train["state"], train["try_number"]) == ("failed", 1), train
-
-    def failure_alert() -> str | None:
-        text = alerts.read_text() if alerts.exists() else ""
-        return text if "autoexp FAILED" in text else None
-
-    text = stack.poll("the failure alert", failure_alert, timeout=120, interval=2)
+    train = _failed_once(stack, run_id)
+    text = _failure_alert(stack, alerts)
     time.sleep(3)  # a late duplicate would show
     text = alerts.read_text()
     assert text.count("autoexp FAILED") == 1, text
@@ -161,14 +172,8 @@ def test_a_loss_spike_stops_the_training_at_its_m_th_interval(
 
     jobs = _jobs(slurm_cluster, job_name(config, demo_dir))
     assert [job[1].split()[0] for job in jobs] == ["CANCELLED"], jobs  # by the rule, once
-    train = next(t for t in task_instances(stack, DAG_ID, run_id) if t["task_id"] == "pretrain.train")
-    assert (train["state"], train["try_number"]) == ("failed", 1), train
-
-    def failure_alert() -> str | None:
-        text = alerts.read_text() if alerts.exists() else ""
-        return text if "autoexp FAILED" in text else None
-
-    text = stack.poll("the failure alert", failure_alert, timeout=120, interval=2)
+    _failed_once(stack, run_id)
+    text = _failure_alert(stack, alerts)
     assert f"slurm_job={jobs[0][0]} state=DIVERGED " in text, text
     assert f"DIVERGED: its log says {SPIKE_LINE!r}; not resubmitted" in text, text
 
