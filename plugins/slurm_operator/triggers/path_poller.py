@@ -6,16 +6,16 @@ import asyncio
 import contextlib
 import functools
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Protocol
 
 from slurm_operator.model.exceptions import SlurmError
 from slurm_operator.model.records import CommandResult
 from slurm_operator.remote import parsers, path_batch
 from slurm_operator.remote.path_batch import Answer, Read
+from slurm_operator.triggers.batch_poller import BatchPoller, Mailbox
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +49,15 @@ class PathRound:
         return path_batch.AnswerIndex.of(self.answers)
 
 
-class PathWatch:
+class PathWatch(Mailbox[PathRound]):
     """One wait's interest: what it reads every round (``reads()`` and what its last check asked)."""
 
     def __init__(self, poller: PathPoller, interval: float, reads: Callable[[], Iterable[Read]]) -> None:
+        super().__init__()
         self.poller = poller
         self.interval = interval
         self._reads = reads
         self._asked: tuple[Read, ...] = ()
-        self._latest: PathRound | None = None
-        self._ready = asyncio.Event()
         self.missed = False
         self.due: float | None = None  # monotonic time of an early round this wait asked for
 
@@ -71,16 +70,8 @@ class PathWatch:
         return list(dict.fromkeys([*declared, *kept]))
 
     def _offer(self, result: PathRound) -> None:
-        self._latest = result
         self.missed = False
-        self._ready.set()
-
-    async def next(self) -> PathRound:
-        """Wait for the next round that answered this wait."""
-        await self._ready.wait()
-        self._ready.clear()
-        assert self._latest is not None
-        return self._latest
+        super()._offer(result)
 
     def report(self, asked: Iterable[Read] | None, missed: bool) -> None:
         """After a check: what it asked (the next rounds repeat it; None: as before) and whether
@@ -106,52 +97,30 @@ class PathWatch:
         self.poller._unwatch(self)
 
 
-class PathPoller:
+class PathPoller(BatchPoller):
     """Batches the remote-path reads of every wait of one SSH connection id in this process.
 
-    One instance per (connection id, event loop), like the job-state ``SlurmPoller``: N waits cost
-    one ``path_batch`` command per interval over the async hook's one shared SSH connection (plus
-    a bounded chain of follow-ups when waits need more than they asked for). The interval is the
-    smallest any wait asked for. A failed round is offered to every wait (each applies its own
-    failure budget) and retried sooner, with exponential backoff and jitter, capped by the interval.
+    Like the job-state ``SlurmPoller``, N waits cost one ``path_batch`` command per interval (plus a
+    bounded chain of follow-ups when waits need more than they asked for); the interval is the
+    smallest any wait asked for. A failed round is offered to every wait.
     """
 
-    hook_factory: ClassVar[Callable[[str], _RunHook] | None] = None
-    _instances: ClassVar[dict[tuple[str, int], PathPoller]] = {}
+    task_name = "path-poller"
 
     def __init__(self, ssh_conn_id: str, hook: _RunHook) -> None:
-        self.ssh_conn_id = ssh_conn_id
-        self.hook = hook
-        self.rounds = 0  # batched commands issued, for benchmarks and tests
+        super().__init__(ssh_conn_id, hook)
         self._watches: dict[PathWatch, None] = {}
         self._waiting: set[PathWatch] = set()
         self._all_reported = asyncio.Event()
-        self._wake = asyncio.Event()
         self._hurry = False
-        self._task: asyncio.Task[None] | None = None
-        self._failures = 0
-
-    @classmethod
-    def for_conn(cls, ssh_conn_id: str) -> PathPoller:
-        """The poller of this connection id on the running event loop (created on first use)."""
-        key = (ssh_conn_id, id(asyncio.get_running_loop()))
-        poller = cls._instances.get(key)
-        if poller is None:
-            factory = cls.hook_factory or _default_hook_factory
-            poller = cls._instances[key] = cls(ssh_conn_id, factory(ssh_conn_id))
-        return poller
 
     def watch(self, interval: float, reads: Callable[[], Iterable[Read]]) -> PathWatch:
         """Register a wait; rounds arrive every ``interval`` seconds or sooner."""
         w = PathWatch(self, interval, reads)
         self._watches[w] = None
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"path-poller-{self.ssh_conn_id}"
-            )
         # Woken to recompute the interval only: a new wait joins the next round (the first one of
         # a poller comes at once), so waits deferring all the time never add commands.
-        self._wake.set()
+        self._started()
         return w
 
     def _unwatch(self, w: PathWatch) -> None:
@@ -168,35 +137,22 @@ class PathPoller:
     def _interval(self) -> float:
         return min((w.interval for w in self._watches), default=60.0)
 
-    async def _run(self) -> None:
-        loop_key = (self.ssh_conn_id, id(asyncio.get_running_loop()))
-        try:
-            last = 0.0
-            while self._watches:
-                delay = 0.0 if self._hurry else self._next_delay(last)
-                if delay > 0:
-                    self._wake.clear()
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                    continue
-                await asyncio.sleep(0)  # waits created in the same breath join this round
-                self._hurry = False
-                last = time.monotonic()
-                pending = list(self._watches)
-                for _ in range(1 + FOLLOW_UPS):
-                    pending = await self._round(pending)
-                    if not pending or self._failures:
-                        break
-        finally:
-            if self._instances.get(loop_key) is self and not self._watches:
-                del self._instances[loop_key]
+    def _listening(self) -> bool:
+        return bool(self._watches)
+
+    async def _poll(self) -> None:
+        await asyncio.sleep(0)  # waits created in the same breath join this round
+        self._hurry = False
+        pending = list(self._watches)
+        for _ in range(1 + FOLLOW_UPS):
+            pending = await self._round(pending)
+            if not pending or self._failures:
+                break
 
     def _next_delay(self, last: float) -> float:
-        wait = self._interval()
-        if self._failures:
-            wait = min(wait, 2.0 ** min(self._failures, 6)) * random.uniform(0.5, 1.0)  # noqa: S311
-        if not last:
+        if self._hurry or not last:
             return 0.0
+        wait = self._wait()
         at = last + wait
         due = min((w.due for w in self._watches if w.due is not None), default=None)
         if due is not None:  # an early round, at most one per half interval: <= 2 commands per interval
@@ -237,9 +193,3 @@ class PathPoller:
         what = f"batched path query of {len(requests)} path(s)"
         parsers.check_command(command, result.exit_status, result.stdout, result.stderr, what)
         return path_batch.parse_batch(result.stdout, requests)
-
-
-def _default_hook_factory(ssh_conn_id: str) -> Any:
-    from slurm_operator.hooks.slurm_async import AsyncSlurmHook
-
-    return AsyncSlurmHook(ssh_conn_id)
