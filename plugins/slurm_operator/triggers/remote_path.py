@@ -21,7 +21,7 @@ from slurm_operator.model.records import LogChunk, RemoteStat
 from slurm_operator.remote import path_batch
 from slurm_operator.remote.path_batch import BatchedFiles, NotFetched, Read
 from slurm_operator.triggers.path_poller import PathPoller, PathRound, PathWatch
-from slurm_operator.triggers.slurm_job import arguments
+from slurm_operator.triggers.serialization import arguments, class_path
 
 # Reads per poll are capped so one large file cannot stall the triggerer's shared event loop.
 _READ_BYTES = 1 << 20
@@ -77,11 +77,6 @@ class PathCondition(ABC):
         offset) must be declared, or the stale window would be fetched as well.
         """
         return []
-
-
-def class_path(cls: type) -> str:
-    """The import path the triggerer rebuilds ``cls`` from (``slurm_operator....`` under plugins/)."""
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class LogPattern(PathCondition):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -30,6 +29,7 @@ from slurm_operator.remote.log_window import complete_lines
 from slurm_operator.triggers.job_poller import PollResult, SlurmPoller
 from slurm_operator.triggers.job_success import end_task_here
 from slurm_operator.triggers.relay_position import RelayBook, XComPositionStore
+from slurm_operator.triggers.serialization import arguments, class_path
 
 # Log reads per poll are capped so one chatty job cannot stall the shared event loop.
 _LOG_READ_BYTES = 1 << 20
@@ -59,16 +59,6 @@ def _says_less(record: JobRecord, note: str) -> bool:
 def _fatal_data(hit: tuple[str, str] | None) -> dict[str, Any]:
     """The event's ``data`` for a fatal rule the wait saw match: its name and the line."""
     return {} if hit is None else {"fatal": hit[0], "fatal_line": hit[1]}
-
-
-def arguments(trigger: BaseTrigger, cls: type) -> dict[str, Any]:
-    """Every argument of ``cls``'s constructor, read back from the attribute of the same name.
-
-    Derived from the signature, so a new argument cannot be left out of ``serialize()`` (the
-    triggerer rebuilds the trigger from exactly these).
-    """
-    names = [n for n in inspect.signature(cls).parameters if n != "_"]
-    return {name: getattr(trigger, name) for name in names}
 
 
 class SlurmJobTrigger(BaseTrigger):
@@ -156,8 +146,8 @@ class SlurmJobTrigger(BaseTrigger):
         self._last_record_at: float | None = None  # when the last log record went out (run())
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Classpath under plugins/ (importable in the triggerer) and every constructor argument."""
-        return "slurm_operator.triggers.slurm_job.SlurmJobTrigger", arguments(self, SlurmJobTrigger)
+        """This class's import path and every constructor argument (a subclass's own included)."""
+        return class_path(type(self)), arguments(self, type(self))
 
     def watchdog(self) -> Watchdog:
         """The judgments of this wait; the watched files are the log and ``progress_paths``."""

@@ -18,7 +18,8 @@ from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.records import CommandResult
 from slurm_operator.triggers import path_poller
 from slurm_operator.triggers.path_poller import PathPoller
-from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger, class_path
+from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger
+from slurm_operator.triggers.serialization import class_path
 
 
 class LocalShell:

@@ -13,7 +13,8 @@ from airflow.sdk.module_loading import import_string
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.triggers import remote_path as path_triggers
-from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger, class_path
+from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger
+from slurm_operator.triggers.serialization import class_path
 
 from tests.support.fake_slurm import FakeSlurm
 

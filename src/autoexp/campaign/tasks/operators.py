@@ -15,7 +15,7 @@ from slurm_operator.model.ledger import Attempt, Ledger
 from slurm_operator.operators.slurm import SlurmOperator
 from slurm_operator.operators.task_state import state_get, state_set
 from slurm_operator.policy import completion
-from slurm_operator.triggers.remote_path import class_path
+from slurm_operator.triggers.serialization import class_path
 from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
 from autoexp.campaign.planning import run_layout

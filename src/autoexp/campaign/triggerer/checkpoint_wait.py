@@ -15,7 +15,8 @@ from slurm_operator.model import events, naming
 from slurm_operator.model.states import SlurmState
 from slurm_operator.remote import path_batch
 from slurm_operator.remote.path_batch import Read
-from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger, class_path
+from slurm_operator.triggers.remote_path import PathCondition, RemoteFiles, RemotePathTrigger
+from slurm_operator.triggers.serialization import class_path
 
 from autoexp.campaign.planning.checkpoint_layout import (
     TRACKER_FILE,

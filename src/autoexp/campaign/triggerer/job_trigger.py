@@ -9,7 +9,8 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model.exceptions import SlurmError
-from slurm_operator.triggers.slurm_job import SlurmJobTrigger, arguments
+from slurm_operator.triggers.serialization import arguments, class_path
+from slurm_operator.triggers.slurm_job import SlurmJobTrigger
 
 from autoexp.campaign.planning import run_layout
 from autoexp.campaign.triggerer import ti_states
@@ -54,11 +55,8 @@ class CampaignJobTrigger(SlurmJobTrigger):
         self.checkpoint_dir = checkpoint_dir
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Classpath in the installed autoexp package and every argument."""
-        kwargs = {**arguments(self, SlurmJobTrigger), "stopped_path": self.stopped_path,
-                  "state_timeout": self.state_timeout, "finished_path": self.finished_path,
-                  "checkpoint_dir": self.checkpoint_dir}  # fmt: skip
-        return "autoexp.campaign.triggerer.job_trigger.CampaignJobTrigger", kwargs
+        """This class's import path and every argument, ``SlurmJobTrigger``'s (passed on) included."""
+        return class_path(type(self)), arguments(self, type(self))
 
     async def on_success(self, hook: AsyncSlurmHook) -> None:
         """Raises RollbacksToAlert (the task process then judges the end: ``end_task_here``) while a
