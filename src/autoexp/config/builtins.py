@@ -12,6 +12,8 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from autoexp.cluster_tools import TOOLS_PARTS as TOOLS_PARTS
+from autoexp.cluster_tools import TOOLS_SOURCE as TOOLS_SOURCE
 from autoexp.config.yamlio import Scalar, YMap, YScalar
 
 # The line number of a built-in value; Config.locate and Job.origin show it as BUILTIN_ORIGIN.
@@ -32,10 +34,8 @@ SITE_DEFAULTS: Mapping[str, tuple[Scalar, str]] = {
 }
 
 
-# The cluster-side tree the product ships (stage uploads it to {TOOLS_ROOT}/{TOOLS_HASH}): this checkout's
-# include/ folders, the package being installed in place (src/autoexp/config/builtins.py -> the root).
-TOOLS_SOURCE = Path(__file__).resolve().parents[3] / "include"
-TOOLS_PARTS = ("autoexp_cluster", "helpers", "sbatch")
+# TOOLS_SOURCE (the tree each DAG's stage task uploads: a wheel's autoexp/include/, else the checkout's
+# include/) and TOOLS_PARTS are decided in autoexp.cluster_tools, which the expansion cache reads too.
 _HASHES: dict[tuple[tuple[str, int, int], ...], str] = {}
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from autoexp.campaign.configs.config_source import env_names
 from autoexp.campaign.planning import divergence
 from autoexp.campaign.planning.settings import AirflowSettings, Keys
+from autoexp.cluster_tools import TOOLS_PARTS, TOOLS_SOURCE
 
 if TYPE_CHECKING:  # a cache hit never imports the config engine
     from autoexp.config.job import Job
@@ -36,8 +37,7 @@ CACHE_ENV = "AUTOEXP_CACHE_DIR"  # a folder, or "off"
 _FORMAT = 2  # 2: zlib-compressed
 _SUFFIX = ".json.z"
 _SCALARS = (str, int, float, bool, type(None))
-_PACKAGE = Path(__file__).resolve().parents[2]  # src/autoexp
-_TOOLS = _PACKAGE.parents[1] / "include"  # autoexp.config.builtins.TOOLS_SOURCE
+_PACKAGE = Path(__file__).resolve().parents[2]  # the autoexp package
 _KEEP = 32  # entries (and id lists) kept per folder: every edit of a config adds an entry
 
 
@@ -80,11 +80,11 @@ def _code_fingerprint() -> str:
         for source in sorted(folder.glob("*.py")):
             st = source.stat()
             parts.append(f"{source.name}:{st.st_size}:{st.st_mtime_ns}")
-    for part in ("autoexp_cluster", "helpers", "sbatch"):  # autoexp.config.builtins.TOOLS_PARTS
-        for source in sorted((_TOOLS / part).rglob("*")):
+    for part in TOOLS_PARTS:
+        for source in sorted((TOOLS_SOURCE / part).rglob("*")):
             if source.is_file() and "__pycache__" not in source.parts:
                 st = source.stat()
-                parts.append(f"{source.relative_to(_TOOLS)}:{st.st_size}:{st.st_mtime_ns}")
+                parts.append(f"{source.relative_to(TOOLS_SOURCE)}:{st.st_size}:{st.st_mtime_ns}")
     return ";".join(parts)
 
 
