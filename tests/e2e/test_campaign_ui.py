@@ -34,6 +34,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
+from tests.autoexp.campaign.report.test_cost_text import REPORT as COST
 from tests.e2e.campaign import DEMO, REPO, job_name
 from tests.e2e.test_ui_browser import Ui, _browser
 from tests.fixtures.airflow_stack import AirflowStack, start_stack
@@ -97,7 +98,7 @@ def _report(root: Path) -> None:
         "experiments": experiments,
         "fit": {"missing": "2 model sizes: a fit needs 3 or more"},
         "frontier": [],
-        "gpu_hours": {"total": 5.0, "wasted": 0.25},
+        **COST,  # 5 CPU-hours by phase and cause (the per-experiment hours above add up to them)
         "plots": ["loss_vs_compute.png", "../secret.png"],
     }
     (folder / "campaign.json").write_text(json.dumps(report))
@@ -225,7 +226,10 @@ def test_the_json_behind_the_page(campaign: Campaign) -> None:
     assert {p: c["state"] for p, c in tiny["cells"].items()} == dict.fromkeys(PHASES, "skipped")
     assert tiny["cells"]["pretrain"]["final_loss"] == 5.5
     assert tiny["gpu_hours"] == 0.5
-    assert view["report"]["gpu_hours"] == {"total": 5.0, "wasted": 0.25}
+    assert view["report"]["gpu_hours"] == {"total": 5.0, "wasted": 0.25, "by_unit": {"cpu": 5.0}}
+    cost = view["report"]["answer"][-1]  # what it cost, in words and as a table of text cells
+    assert cost["title"] == "What it cost"
+    assert cost["table"]["rows"][-1] == ["all phases", "3.5", "1.25", "0.25", "5"]
     assert view["report"]["plots"] == ["loss_vs_compute.png"]  # a path in the list is not served
     status, _ = campaign.get("/campaigns/api/campaigns/nope", token)
     assert status == 404
@@ -259,7 +263,14 @@ def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
     ui = Ui(campaign.stack, campaign.run_id, campaign.browser, campaign.shots)
     names = [d.removeprefix("demo_") for d in EXPERIMENTS]
     ui.open("campaigns/")
-    ui.shows(*names, "GPU-hours: total 5.000", "Trigger slice")
+    ui.shows(
+        *names,
+        "Trigger slice",
+        "What it cost",
+        "what it cost: 5 CPU-hours, 0.25 wasted (no GPU was allocated: elapsed x allocated CPUs)",
+        "tiny (36,864 params): 81,920 tokens per CPU-hour (40,960 tokens in 0.5 CPU-hours)",
+        "CPU-hours by phase and cause",
+    )
     # Every experiment row: its run succeeded, its three phases skipped (dry runs), the report's
     # final loss in the pretraining cell and its GPU-hours.
     for i, dag_id in enumerate(EXPERIMENTS):
@@ -269,6 +280,16 @@ def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
         cell = row.find_element(By.CSS_SELECTOR, "td.success a")
         assert str(cell.get_attribute("href")).startswith(f"{campaign.url}/dags/{dag_id}/runs/")
     ui.screenshot("campaigns-page")
+    # What it cost: the hours per phase x cause, a row per phase and one for all phases.
+    cost = campaign.browser.find_element(By.CSS_SELECTOR, "table.cost")
+    campaign.browser.execute_script("arguments[0].scrollIntoView()", cost)
+    assert [r.text for r in cost.find_elements(By.TAG_NAME, "tr")] == [
+        "phase training conversion + evaluation wasted total",
+        "pretrain 2.5 1 0.25 3.75",
+        "cooldown_8K 1 0.25 0 1.25",
+        "all phases 3.5 1.25 0.25 5",
+    ]
+    ui.screenshot("campaigns-cost")
     # The same page inside Airflow's UI: the "Campaigns" entry of the navigation.
     ui.open("plugin/campaigns")
     _in_frame(ui, *names, "Trigger slice")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from autoexp.campaign.report import attempts as per_attempt
-from autoexp.campaign.report.cost import cost_text
+from autoexp.campaign.report.cost_text import TITLE as COST_TITLE
+from autoexp.campaign.report.cost_text import cost_lines, cost_table
 from autoexp.campaign.report.fit_validation import fit_text, holdout_text
 from autoexp.campaign.report.lr_optimum import law_text
 from autoexp.campaign.report.lr_optimum_plots import optimum_plots
@@ -102,8 +103,8 @@ LAW = "L(N, D) = E + A/N^alpha + B/D^beta"
 def answer_sections(campaign: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """The campaign's answer as (title, lines): the fit with its intervals and start spread (or why
     there is none) and the compute-optimal N, D of each asked budget; the held-out check; the
-    optimal-LR law (and the batch law when the grid varies it). The task log, the demo's printout and
-    the Campaigns page all show these lines."""
+    optimal-LR law (and the batch law when the grid varies it); what it cost. The task log, the demo's
+    printout and the Campaigns page all show these lines."""
     fit = campaign["fit"]
     lines = (
         ["scaling-law fit: " + fit["missing"]] if "missing" in fit else ["scaling-law fit:", *fit_text(fit)]
@@ -117,6 +118,7 @@ def answer_sections(campaign: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     sections.append(("Held-out check", holdout_text(campaign.get("holdout") or {"missing": "not computed"})))
     titles = {"lr_optimum": "Optimal learning rate", "batch_optimum": "Optimal batch size"}
     sections += [(title, law_text(campaign[key])) for key, title in titles.items() if key in campaign]
+    sections.append((COST_TITLE, cost_lines(campaign)))
     return sections
 
 
@@ -307,7 +309,7 @@ def index_html(campaign: Mapping[str, Any], out_dir: Path) -> str:
                 "Optimal batch size",
                 law_text(campaign["batch_optimum"]) if "batch_optimum" in campaign else [],
             ),
-            ("What it cost", cost_text(campaign["cost"]) if "cost" in campaign else []),
+            (COST_TITLE, cost_lines(campaign)),
         )
         if lines
     )
@@ -316,11 +318,16 @@ def index_html(campaign: Mapping[str, Any], out_dir: Path) -> str:
     best_html = _table(best_cols, [[b.get(c) for c in best_cols] for b in best])
     front_cols = ["compute", "params", "tokens", "loss", "dag_id", "phase"]
     front_html = _table(front_cols, [[f[k] for k in front_cols] for f in campaign["frontier"]])
-    hours = campaign["gpu_hours"]
+    costs = cost_table(campaign)
+    cost_html = (
+        ""
+        if costs is None
+        else f"<p>{html.escape(costs['caption'])}</p>" + _table(costs["header"], costs["rows"])
+    )
     trainings = campaign.get("training_attempts") or []
     lost = ", ".join(
         f"{k.replace('_', ' ')} {_fmt(float(v))}"
-        for k, v in campaign["cost"].get("lost_by_cause", {}).items()
+        for k, v in campaign.get("cost", {}).get("lost_by_cause", {}).items()
     )
     attempts_html = (
         f"<h2>What each training attempt did</h2><p>hours lost: {html.escape(lost)}</p>"
@@ -343,9 +350,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px}}figure{{display:inline-block;margi
 <h2>Best learning rate / batch per model size and token budget</h2>{best_html}
 <h2>Loss-vs-compute frontier</h2>{front_html}
 <h2>Scaling-law fit L(N, D) = E + A/N^&alpha; + B/D^&beta;</h2>{fit_html}
-{answer_html}
-<h2>Hours</h2><p>total {_fmt(float(hours["total"]))}, wasted {_fmt(float(hours["wasted"]))}
-({html.escape(json.dumps(hours.get("by_unit", {})))})</p>
+{answer_html}{cost_html}
 {attempts_html}
 <h2>Plots</h2>{images}
 </body></html>

@@ -18,6 +18,8 @@ from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, TRAIN_TASK
 from autoexp.campaign.report.campaign_report_render import answer_sections
+from autoexp.campaign.report.cost_text import TITLE as COST_TITLE
+from autoexp.campaign.report.cost_text import cost_table
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 
 _ITER = re.compile(r"(\d+)\s*$")
@@ -164,13 +166,18 @@ def _report_summary(report: Mapping[str, Any] | None, stem: str, environ: Mappin
 
 def _answer(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The report's answer in words, as the task log and the demo print it: one section per question
-    (the fit and its compute-optimal N, D; the held-out check; the optimal-LR law); a report whose
-    fields cannot be read says so in one line instead of failing the page."""
+    (the fit and its compute-optimal N, D; the held-out check; the optimal-LR law; what it cost, with
+    its hours per phase and cause as a table of text cells); a report whose fields cannot be read says
+    so in one line instead of failing the page."""
     try:
         sections = answer_sections(report)
     except (KeyError, TypeError, ValueError) as exc:
         return [{"title": "Answer", "lines": [f"the report's answer cannot be read: {exc!r}"]}]
-    return [{"title": title, "lines": lines} for title, lines in sections]
+    table = cost_table(report)
+    return [
+        {"title": title, "lines": lines, **({"table": table} if title == COST_TITLE and table else {})}
+        for title, lines in sections
+    ]
 
 
 def plot_name_ok(name: str) -> bool:

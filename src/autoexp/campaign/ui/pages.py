@@ -13,7 +13,7 @@ th{background:#f3f3f3}a{color:inherit}
 .failed,.upstream_failed{background:#f5b8b8}.skipped{background:#e8d8f0}.none{background:#f7f7f7}
 .note{color:#666}img{max-width:420px;border:1px solid #ddd}
 figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;color:#666}
-pre{background:#f7f7f7;padding:6px;font-size:12px;overflow-x:auto}
+pre{background:#f7f7f7;padding:6px;font-size:12px;overflow-x:auto}caption{text-align:left;font-size:13px}
 fieldset{display:inline-block;vertical-align:top;border:1px solid #ddd;margin:2px}
 """
 
@@ -60,15 +60,19 @@ function grid(c){
   }
   return h + "</table>";
 }
+function table(t){
+  return '<table class="cost"><caption>' + esc(t.caption) + "</caption><tr>"
+    + t.header.map(x => "<th>" + esc(x) + "</th>").join("") + "</tr>"
+    + t.rows.map(r => "<tr>" + r.map(x => "<td>" + esc(x) + "</td>").join("") + "</tr>").join("")
+    + "</table>";
+}
 function report(c){
   const r = c.report;
   if (r.missing) return '<p class="note">' + esc(r.missing) + "</p>";
   let h = "<p>report of " + esc(r.generated_at) + "</p>";
-  if (r.gpu_hours) h += "<p>GPU-hours: total " + num(r.gpu_hours.total)
-    + ", wasted " + num(r.gpu_hours.wasted) + "</p>";
   for (const s of r.answer)
     h += '<div class="answer"><h4>' + esc(s.title) + "</h4><pre>" + s.lines.map(esc).join("\\n")
-      + "</pre></div>";
+      + "</pre>" + (s.table ? table(s.table) : "") + "</div>";
   const plots = base + "/api/campaigns/" + encodeURIComponent(c.campaign) + "/plots/";
   h += r.plots.map(p => '<figure><img alt="' + esc(p) + '" src="' + plots + encodeURIComponent(p)
     + '"><figcaption>' + esc(p.replace(/\\.png$/, "").replace(/_/g, " ")) + "</figcaption></figure>")

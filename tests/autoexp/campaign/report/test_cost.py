@@ -13,6 +13,7 @@ from slurm_operator.remote.parsers import parse_sacct
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report.cost import cost, cost_text
+from autoexp.campaign.report.cost_text import cost_lines
 from tests.autoexp.campaign.report.test_campaign_report import REPORTS, SACCT, SPECS, local
 
 # The cooldowns branch at 1,000 tokens: their own training is the tokens after that.
@@ -72,4 +73,9 @@ def test_the_report_page_shows_the_split(tmp_path: Path) -> None:
     )
     page = render.index_html(campaign, tmp_path)
     section = page.split("<h2>What it cost</h2>", 1)[1].split("</pre>", 1)[0]
-    assert html.unescape(section).removeprefix("<pre>").splitlines() == cost_text(campaign["cost"])
+    assert html.unescape(section).removeprefix("<pre>").splitlines() == cost_lines(campaign)
+    assert cost_lines(campaign)[:2] == [  # no checkpoint times: every failed run is wasted
+        "what it cost: 12.8 hours, 10 wasted (GPU-hours and CPU-hours of jobs without a GPU, summed: "
+        "4.8 CPU-hours, 8 GPU-hours)",
+        "by cause: training 2.7, conversion + evaluation 0.1, wasted 10 hours",
+    ]

@@ -27,13 +27,37 @@ def test_the_answer_is_the_reports_words_section_by_section() -> None:
         "Scaling law L(N, D) = E + A/N^alpha + B/D^beta",
         "Held-out check",
         "Optimal learning rate",
+        "What it cost",
     ]
-    fit, held, lr = (s["lines"] for s in summary["answer"])
+    fit, held, lr, cost = (s["lines"] for s in summary["answer"])
     assert fit[0] == "scaling-law fit:"
     assert fit[2].lstrip().startswith("E = ")
     assert held[0].startswith("held-out check: fitted without the largest size (N = 1e+10")
     assert lr[0].startswith("LR*(N, D) = 0.3 * N^-0.250")
     assert "fit" not in summary  # the page shows words, not the fit's JSON
+    assert cost[0] == "what it cost: 0.6 CPU-hours, 0 wasted (no GPU was allocated: elapsed x allocated CPUs)"
+    table = summary["answer"][-1]["table"]  # hours per phase x cause, as text cells
+    assert (table["caption"], table["header"]) == (
+        "CPU-hours by phase and cause",
+        ["phase", "training", "conversion + evaluation", "wasted", "total"],
+    )
+    assert table["rows"][-1] == ["all phases", "0.6", "0", "0", "0.6"]
+    assert all("table" not in s for s in summary["answer"][:-1])
+
+
+def test_an_older_report_without_cost_fields_says_so_in_its_cost_section() -> None:
+    specs, reports, sacct = full_grid()
+    campaign, _ = cr.build("full", specs, reports, parse_sacct(sacct), generated_at="now", bootstrap=5)
+    del campaign["cost"]
+    *answer, cost = cv._report_summary(campaign, "demo", {})["answer"]
+    assert [s["title"] for s in answer][1:] == ["Held-out check", "Optimal learning rate"]
+    assert cost == {
+        "title": "What it cost",
+        "lines": [
+            "what it cost: 0.6 CPU-hours, 0 wasted (no GPU was allocated: elapsed x allocated CPUs); "
+            "no split by phase and cause (this campaign.json has no cost)"
+        ],
+    }
 
 
 def test_a_report_it_cannot_read_is_one_line_not_a_broken_page() -> None:
