@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from slurm_operator.model.records import JobRecord, json_state
+from slurm_operator.model.json_form import JsonForm, json_state
+from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import SlurmState
 
 # The JSON state of an attempt the operator cancelled as hung. Not a Slurm state: Slurm says
@@ -176,16 +177,17 @@ class Attempt:
 
 
 @dataclass
-class Ledger:
+class Ledger(JsonForm):
     """A task instance's job history: every attempt of every try (numbering never restarts).
 
-    :param name: the deterministic Slurm job name of the task instance.
+    :param name: the deterministic Slurm job name of the task instance ("" in a trigger's carry
+        that has none).
     :param baseline: the progress probe's output when the current try's budget opened.
     :param log_offset: bytes of the current attempt's log already relayed.
     :param window: index of the first attempt the current try's caps count (see ``budget``).
     """
 
-    name: str
+    name: str = ""
     attempts: list[Attempt] = field(default_factory=list)
     baseline: str | None = None
     log_offset: int = 0
@@ -217,26 +219,6 @@ class Ledger:
     def results(self) -> list[dict[str, Any]]:
         """The task's XCom result: every attempt, as JSON."""
         return [a.to_dict() for a in self.attempts]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON primitives: the task state store and the trigger's ``carry`` hold this."""
-        return {
-            "name": self.name,
-            "attempts": self.results(),
-            "baseline": self.baseline,
-            "log_offset": self.log_offset,
-            "window": self.window,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
-        return cls(
-            name=str(data.get("name", "")),
-            attempts=[Attempt.from_dict(a) for a in data.get("attempts", [])],
-            baseline=data.get("baseline"),
-            log_offset=int(data.get("log_offset", 0)),
-            window=int(data.get("window", 0)),
-        )
 
     @classmethod
     def from_stored(cls, stored: Any, name: str) -> Ledger | None:

@@ -1,17 +1,16 @@
 """What the hooks return (a job's accounting record, a batched state answer, a log chunk, a file's
-stat, a command's result), each with its JSON form; the task's attempts are in ``ledger``."""
+stat, a command's result), each with its JSON form (``json_form``); the task's attempts are in ``ledger``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
+from slurm_operator.model.json_form import JsonForm
 from slurm_operator.model.states import SlurmState
 
 
 @dataclass(frozen=True)
-class JobRecord:
+class JobRecord(JsonForm):
     """One job (or array task) as the scheduler reports it.
 
     :param job_id: as Slurm prints it: ``"42"``, or ``"42_3"`` for an array task.
@@ -52,26 +51,9 @@ class JobRecord:
             return f"{reason}, no start estimate yet"
         return f"{reason}, est. start {self.expected_start[:16]}"
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["state"] = self.state.value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
-        values = dict(data)
-        values["state"] = json_state(values.get("state"))
-        return cls(**values)
-
-
-def json_state(value: Any) -> SlurmState:
-    """A state of our JSON forms (an enum value, written by ``to_dict``), not Slurm's text: that was
-    parsed once, where it came in (``SlurmState.parse``). Anything else is UNKNOWN."""
-    return SlurmState.__members__.get(str(value), SlurmState.UNKNOWN)
-
 
 @dataclass(frozen=True)
-class JobStates:
+class JobStates(JsonForm):
     """The answer to one batched state query.
 
     :param source: the command that answered: ``sacct``, ``squeue`` or ``scontrol``.
@@ -88,46 +70,18 @@ class JobStates:
     remote_now: float | None = None
     files: dict[str, RemoteStat] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "records": {k: v.to_dict() for k, v in self.records.items()},
-            "source": self.source,
-            "authoritative": self.authoritative,
-            "remote_now": self.remote_now,
-            "files": {k: v.to_dict() for k, v in self.files.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JobStates:
-        records = {str(k): JobRecord.from_dict(v) for k, v in dict(data.get("records", {})).items()}
-        now = data.get("remote_now")
-        return cls(
-            records=records,
-            source=str(data["source"]),
-            authoritative=bool(data["authoritative"]),
-            remote_now=None if now is None else float(now),
-            files={str(k): RemoteStat.from_dict(v) for k, v in dict(data.get("files", {})).items()},
-        )
-
 
 @dataclass(frozen=True)
-class LogChunk:
+class LogChunk(JsonForm):
     """Bytes ``offset``..``next_offset`` of a remote file, decoded (invalid UTF-8 replaced)."""
 
     text: str
     offset: int
     next_offset: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LogChunk:
-        return cls(text=str(data["text"]), offset=int(data["offset"]), next_offset=int(data["next_offset"]))
-
 
 @dataclass(frozen=True)
-class RemoteStat:
+class RemoteStat(JsonForm):
     """A remote path's metadata; ``exists`` False (and zeros) for a missing path."""
 
     path: str
@@ -136,22 +90,9 @@ class RemoteStat:
     size: int = 0
     mtime: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RemoteStat:
-        return cls(
-            path=str(data["path"]),
-            exists=bool(data["exists"]),
-            is_dir=bool(data.get("is_dir", False)),
-            size=int(data.get("size", 0)),
-            mtime=float(data.get("mtime", 0.0)),
-        )
-
 
 @dataclass(frozen=True)
-class CommandResult:
+class CommandResult(JsonForm):
     """Exit status and decoded output of one remote command."""
 
     exit_status: int
@@ -161,12 +102,3 @@ class CommandResult:
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CommandResult:
-        return cls(
-            exit_status=int(data["exit_status"]), stdout=str(data["stdout"]), stderr=str(data["stderr"])
-        )
