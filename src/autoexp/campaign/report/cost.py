@@ -170,22 +170,3 @@ def tokens_per_hour(
          "tokens_per_hour": s["tokens"] / s["hours"]}
         for _, s in sorted(sizes.items())
     ]  # fmt: skip
-
-
-def cost_text(summary: Mapping[str, Any]) -> list[str]:
-    """``cost``'s split in words, for the task log and the report's text."""
-
-    def split(hours: Mapping[str, float]) -> str:
-        return ", ".join(f"{name.replace('_', ' + ')} {value:.3g} h" for name, value in hours.items())
-
-    lines = [f"hours by cause: {split(summary['by_cause'])}"]
-    if summary["wasted_by_state"]:
-        states = ", ".join(f"{state} {h:.3g} h" for state, h in sorted(summary["wasted_by_state"].items()))
-        lines.append(f"wasted hours by how the attempt ended: {states}")
-    lines += [f"  {phase}: {split(hours)}" for phase, hours in summary["by_phase"].items()]
-    lines += [
-        f"tokens per {s['unit']}-hour, {s['model'] or 'model'} ({s['params']:.3g} params): "
-        f"{s['tokens_per_hour']:.4g} ({s['tokens']:.3g} tokens in {s['hours']:.3g} h)"
-        for s in summary["tokens_per_hour"]
-    ]
-    return lines

@@ -19,7 +19,6 @@ from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
 from autoexp.campaign.report import run_states
 from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
-from autoexp.campaign.report.cost import cost_text
 
 log = logging.getLogger(__name__)
 # A training attempt's log is read in chunks: from its start up to its first iteration line (after the
@@ -129,10 +128,8 @@ def build_campaign_report(
     log.info(
         "campaign %s (%d sacct records):\n%s", stem, len(records), render.text_table(campaign["experiments"])
     )
-    log.info("%s", render.answer_text(campaign))  # the fit, the held-out check, the LR law
+    log.info("%s", render.answer_text(campaign))  # the fit, the held-out check, the LR law, the cost
     hours = campaign["gpu_hours"]
-    log.info("hours: total %.4f, wasted %.4f %s", hours["total"], hours["wasted"], hours["by_unit"])
-    log.info("what it cost:\n%s", "\n".join(cost_text(campaign["cost"])))
     lost = campaign["cost"]["lost_by_cause"]
     log.info(
         "what each training attempt did:\n%s",

@@ -12,7 +12,7 @@ from slurm_operator.remote.parsers import parse_sacct
 
 from autoexp.campaign.report import campaign_report as cr
 from autoexp.campaign.report import campaign_report_render as render
-from autoexp.campaign.report.cost import cost, cost_text
+from autoexp.campaign.report.cost import cost
 from autoexp.campaign.report.cost_text import cost_lines
 from tests.autoexp.campaign.report.test_campaign_report import REPORTS, SACCT, SPECS, local
 
@@ -54,17 +54,6 @@ def test_tokens_per_hour_per_model_size(summary: dict) -> None:  # type: ignore[
     ]
     assert [r["hours"] for r in rows] == pytest.approx([3.2, 4 / 3])
     assert [r["tokens_per_hour"] for r in rows] == pytest.approx([625.0, 750.0])
-
-
-def test_the_split_reads_in_words(summary: dict) -> None:  # type: ignore[type-arg]
-    assert cost_text(summary) == [
-        "hours by cause: training 8.7 h, conversion + evaluation 0.1 h, wasted 4 h",
-        "wasted hours by how the attempt ended: FAILED 2 h, TIMEOUT 2 h",
-        "  pretrain: training 8.33 h, conversion + evaluation 0.1 h, wasted 4 h",
-        "  cooldown_c1: training 0.367 h, conversion + evaluation 0 h, wasted 0 h",
-        "tokens per cpu-hour, tiny (10 params): 625 (2e+03 tokens in 3.2 h)",
-        "tokens per cpu-hour, small (40 params): 750 (1e+03 tokens in 1.33 h)",
-    ]
 
 
 def test_the_report_page_shows_the_split(tmp_path: Path) -> None:
