@@ -1,10 +1,12 @@
 """The layer rules: import-linter's contracts (pyproject.toml) hold, and each breaks on a forbidden import.
 
-Also: the generic Slurm plugin never names Megatron (a user must be able to lift it out).
+Also: the generic Slurm plugin never names Megatron (a user must be able to lift it out), and only its
+compat module imports Airflow's private API.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -104,5 +106,75 @@ def test_the_slurm_plugin_never_names_megatron() -> None:
         if path.is_file() and "__pycache__" not in path.parts
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
         if "megatron" in line.lower()
+    ]
+    assert hits == []
+
+
+COMPAT = f"{PLUGIN}/airflow_internals.py"
+# Airflow's public interface for what we build: the task SDK (its top level and its exceptions), the
+# trigger base, the plugin manager and listener hooks, and the providers' own modules.
+PUBLIC_AIRFLOW = ("airflow.sdk", "airflow.sdk.exceptions", "airflow.triggers.base", "airflow.plugins_manager",
+                  "airflow.listeners")  # fmt: skip
+
+
+def private_airflow_imports(source: str) -> list[str]:
+    """``line: module`` of every import of an Airflow module outside its public interface."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        else:
+            continue
+        private = [m for m in modules if m.split(".")[0] == "airflow" and m not in PUBLIC_AIRFLOW]
+        found += [f"{node.lineno}: {m}" for m in private if not m.startswith("airflow.providers.")]
+    return found
+
+
+def test_private_airflow_imports_are_the_compat_module_s_only() -> None:
+    hits = [
+        f"{path.relative_to(REPO)}:{hit}"
+        for tree in ("src", "plugins", "dags")
+        for path in sorted((REPO / tree).rglob("*.py"))
+        if path.relative_to(REPO).as_posix() != COMPAT
+        for hit in private_airflow_imports(path.read_text())
+    ]
+    assert hits == []
+    assert private_airflow_imports((REPO / COMPAT).read_text())  # where they are
+
+
+def test_the_scan_sees_a_private_import_however_it_is_written() -> None:
+    source = """
+import airflow
+import airflow.configuration as c
+from airflow import settings
+from airflow.models.pool import Pool
+from airflow.sdk.definitions.param import ParamsDict
+def f():
+    from airflow.api_fastapi.core_api.security import get_user
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowException
+from airflow.providers.ssh.hooks.ssh import SSHHook
+from .airflow import x
+"""
+    assert private_airflow_imports(source) == [
+        "2: airflow",
+        "3: airflow.configuration",
+        "4: airflow",
+        "5: airflow.models.pool",
+        "6: airflow.sdk.definitions.param",
+        "8: airflow.api_fastapi.core_api.security",
+    ]
+
+
+def test_nothing_walks_stack_frames_or_writes_private_caches() -> None:
+    """Both break silently when Airflow changes (docs/airflow-compat.md)."""
+    hits = [
+        f"{path.relative_to(REPO)}:{n}"
+        for tree in ("src", "plugins")
+        for path in sorted((REPO / tree).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"_getframe|_cached_template_context", line)
     ]
     assert hits == []

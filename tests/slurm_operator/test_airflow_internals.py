@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import airflow
 import pytest
 from airflow.sdk.execution_time.xcom import XCom
+from packaging.version import Version
 from slurm_operator import airflow_internals
 from slurm_operator.airflow_internals import TRIGGER_FAIL_REPR, TriggerFailureReason
 
@@ -19,6 +21,35 @@ def test_a_timed_out_deferral_resumes_into_the_fail_sentinel_with_its_reason() -
     assert not airflow_internals.deferral_timed_out("__fail__", {"error": "Trigger failure"})
     assert not airflow_internals.deferral_timed_out("execute_complete", {"error": "Trigger timeout"})
     assert not airflow_internals.deferral_timed_out("__fail__", None)
+
+
+def test_the_names_airflow_moved_come_from_where_this_version_has_them() -> None:
+    """3.2 made ``conf``, ``SyncCallback`` and the deadline classes ``airflow.sdk`` names and moved the
+    exceptions a task raises to ``airflow.sdk.exceptions``; 3.1 has them in the core and its modules."""
+    import airflow.sdk
+
+    moved = ("SyncCallback", "DeadlineAlert", "DeadlineReference")
+    raised = (
+        "AirflowFailException",
+        "AirflowNotFoundException",
+        "AirflowSensorTimeout",
+        "AirflowSkipException",
+    )
+    if Version("3.2") <= airflow_internals.AIRFLOW_VERSION:
+        from airflow.sdk import exceptions
+
+        home: Any = airflow.sdk
+        assert airflow_internals.conf is airflow.sdk.conf
+    else:
+        from airflow import configuration, exceptions
+        from airflow.sdk.definitions import deadline as home
+
+        assert airflow_internals.conf is configuration.conf
+        assert not {"conf", *moved} & set(airflow.sdk.__all__)
+    for name in moved:
+        assert getattr(airflow_internals, name) is getattr(home, name), name
+    for name in raised:
+        assert getattr(airflow_internals, name) is getattr(exceptions, name), name
 
 
 def test_the_version_checks_read_the_installed_airflow() -> None:
@@ -75,3 +106,37 @@ def test_the_api_server_tells_listeners_of_a_state_it_sets() -> None:
     source = inspect.getsource(task_instances)  # 3.3 calls them in a helper of its own
     assert "on_task_instance_failed" in source
     assert "on_task_instance_success" in source
+
+
+def test_a_task_instance_without_its_trigger_relationship_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from types import SimpleNamespace
+
+    airflow_internals._changed.cache_clear()
+    with caplog.at_level("ERROR", logger=airflow_internals.__name__):
+        assert airflow_internals.deferred_trigger(SimpleNamespace(trigger_id=3)) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "this Airflow changed a private API the campaign relies on: "
+        "a task instance without its trigger relationship: the listener cancels no job"
+    ]
+    airflow_internals._changed.cache_clear()
+
+
+def test_the_pool_model_has_what_airflow_setup_and_doctor_call() -> None:
+    """No public Python API manages pools (only the REST API and the CLI): the CLI uses the ORM model."""
+    pool = airflow_internals.pool_model()
+    assert set(inspect.signature(pool.get_pool).parameters) >= {"pool_name"}
+    created = inspect.signature(pool.create_or_update_pool).parameters
+    assert list(created)[:4] == ["name", "slots", "description", "include_deferred"]
+    assert {"slots", "include_deferred"} <= set(pool.__table__.columns.keys())
+
+
+def test_the_campaigns_app_gets_the_api_server_s_login() -> None:
+    """A plugin's FastAPI app is mounted without the API server's authentication: it adds ``get_user``
+    (the bearer token, else the UI's cookie) itself, and forwards that token to the REST API."""
+    get_user, cookie = airflow_internals.api_login()
+    assert cookie == "_token"
+    assert inspect.iscoroutinefunction(get_user)
+    assert "request" in inspect.signature(get_user).parameters
+    assert "request.cookies.get(COOKIE_NAME_JWT_TOKEN)" in inspect.getsource(get_user)  # the same cookie

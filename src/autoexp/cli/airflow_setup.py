@@ -40,15 +40,16 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
     """
     # Connections from the metadata DB as well as secrets backends, as `airflow connections get` reads them.
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
-    from airflow.models.connection import Connection
-    from airflow.models.pool import Pool
-    from slurm_operator.airflow_internals import AirflowNotFoundException
+    from airflow.sdk import Connection
+    from slurm_operator.airflow_internals import AirflowNotFoundException, pool_model
+
+    pool = pool_model()  # no public Python API manages pools
 
     wanted: dict[str, tuple[str, Path]] = {}
     for config in configs:
         _, settings = load_plans(config)
         try:
-            Connection.get_connection_from_secrets(settings.ssh_conn_id)
+            Connection.get(settings.ssh_conn_id)
         except AirflowNotFoundException:
             raise SetupError(
                 f"{config}: SSH connection {settings.ssh_conn_id!r} does not exist; create it first "
@@ -57,10 +58,10 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
         wanted.setdefault(settings.pool_name, (settings.ssh_conn_id, config))
     done = []
     for name, (conn_id, config) in wanted.items():
-        existing = Pool.get_pool(name)
+        existing = pool.get_pool(name)
         count = slots if slots is not None else existing.slots if existing is not None else DEFAULT_POOL_SLOTS
         count, note = _within_limits(conn_id, config, count)
-        Pool.create_or_update_pool(name, count, f"autoexp: Slurm jobs over {conn_id}", include_deferred=True)
+        pool.create_or_update_pool(name, count, f"autoexp: Slurm jobs over {conn_id}", include_deferred=True)
         done.append(PoolSetup(name, count, conn_id, created=existing is None, limits=note))
     return done
 

@@ -36,9 +36,9 @@ def pool_slots(pool: str) -> int:
     """The pool's slots now; the size ``airflow-setup`` would give it when it does not exist (yet)."""
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # read the metadata DB, as airflow-setup
     try:
-        from airflow.models.pool import Pool
+        from slurm_operator.airflow_internals import pool_model
 
-        found = Pool.get_pool(pool)
+        found = pool_model().get_pool(pool)
     except Exception:  # no reachable metadata database: doctor checks the cluster, not Airflow
         found = None
     return found.slots if found is not None else DEFAULT_POOL_SLOTS

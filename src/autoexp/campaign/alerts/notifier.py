@@ -12,10 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseNotifier, Context
-
-# Where Airflow 3.1 to 3.3 all have them (``airflow.sdk`` exports them from 3.2 on only).
-from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
-from slurm_operator.airflow_internals import SyncCallback
+from slurm_operator.airflow_internals import DeadlineAlert, DeadlineReference, SyncCallback
 from slurm_operator.model.ledger import Attempt
 
 from autoexp.campaign.alerts.messages import (

@@ -20,8 +20,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.providers.standard.operators.trigger_dagrun import XCOM_RUN_ID, TriggerDagRunOperator
-from airflow.sdk import DAG, Param
-from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk import DAG, Param, ParamsDict  # type: ignore[attr-defined,unused-ignore]  # not in its 3.3.2 stub
 from airflow.sdk.exceptions import AirflowException
 
 from autoexp.campaign.configs.planned_config import PlannedConfig, load_plans

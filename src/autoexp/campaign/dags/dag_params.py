@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from airflow.sdk import Param
-from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk import Param, ParamsDict  # type: ignore[attr-defined,unused-ignore]  # not in its 3.3.2 stub
 
 from autoexp.campaign.planning.settings import AirflowSettings
 

@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
+from slurm_operator import airflow_internals
+from slurm_operator.airflow_internals import conf
 
 from autoexp.campaign.configs.config_source import config_paths, default_config_dir
 from autoexp.campaign.planning import campaign_slice as cs
@@ -28,6 +28,7 @@ from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 from autoexp.campaign.ui.pages import CAMPAIGNS_PAGE, EXPERIMENT_PAGE
 
 URL_ENV = "AUTOEXP_AIRFLOW_URL"
+get_user, COOKIE_NAME_JWT_TOKEN = airflow_internals.api_login()  # a plugin app has no login of its own
 
 
 def _api_url(request: Request) -> str:
@@ -35,8 +36,6 @@ def _api_url(request: Request) -> str:
     [api] host and port on loopback when it listens on every interface."""
     if url := os.environ.get(URL_ENV):
         return url
-    from airflow.configuration import conf
-
     host = conf.get("api", "host", fallback="0.0.0.0")  # noqa: S104 (Airflow's default, only read)
     port = conf.getint("api", "port", fallback=8080)
     if host in ("0.0.0.0", "::", ""):  # noqa: S104
@@ -56,8 +55,6 @@ Api = Annotated[AirflowApi, Depends(caller_api)]
 
 def _configs() -> dict[str, Path]:
     """The campaigns the DAG files build: $AUTOEXP_CONFIGS, else config/ beside the DAGs folder."""
-    from airflow.configuration import conf
-
     dags_folder = Path(conf.get("core", "dags_folder")).expanduser().resolve()
     return {p.stem: p for p in config_paths(default_config_dir(dags_folder))}
 
