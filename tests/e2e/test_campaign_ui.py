@@ -1,6 +1,7 @@
-"""The campaign as a whole on a real Airflow with its login on: the trigger DAG starts the demo's 4
-experiments, the Campaigns page (plugin) shows them in a real headless Chromium, its JSON needs
-Airflow's login, and ``autoexp status`` prints one line per experiment.
+"""The campaign as a whole on a real Airflow with its login on: the trigger DAG starts the first demo's 4
+experiments (``first_demo_config``: 2 sizes x 2 LRs, a copy named demo.yaml), the Campaigns page
+(plugin) shows them in a real headless Chromium, its JSON needs Airflow's login, and ``autoexp status``
+prints one line per experiment.
 
 The last test runs one real training on the local Slurm cluster: its job held (``sbatch --hold``),
 the grid says why it waits.
@@ -35,7 +36,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 from tests.autoexp.campaign.report.test_cost_text import REPORT as COST
-from tests.e2e.campaign import DEMO, REPO, job_name
+from tests.e2e.campaign import REPO, first_demo_config, job_name
 from tests.e2e.test_ui_browser import Ui, _browser
 from tests.fixtures.airflow_stack import AirflowStack, start_stack
 from tests.scripts.test_campaign_run import driver
@@ -62,6 +63,7 @@ class Campaign:
     started: dict[str, str]
     browser: WebDriver
     shots: Path
+    config: Path  # the campaign's config, named demo.yaml
 
     @property
     def url(self) -> str:
@@ -118,8 +120,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     password = secrets.token_urlsafe(16)
     (base / "passwords.json").write_text(json.dumps({"admin": password, "viewer": password}))
     _report(base / "reports")
+    config = first_demo_config(base)
     env = {
-        "AUTOEXP_CONFIGS": str(DEMO),
+        "AUTOEXP_CONFIGS": str(config),
         "AUTOEXP_DEMO_DIR": str(base / "campaign"),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
@@ -140,13 +143,13 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         # The whole campaign as scripts/demo starts it (the defaults select everything), here as
         # dry runs waited for.
         demo_api = driver.Api(stack.port, api.token)
-        started = driver.trigger_campaign(demo_api, DEMO, {"dry_run": True, "wait": True}, timeout=600)
+        started = driver.trigger_campaign(demo_api, config, {"dry_run": True, "wait": True}, timeout=600)
         run_id = api.latest_runs([CAMPAIGN_DAG])[CAMPAIGN_DAG]["dag_run_id"]
         assert _ended(api, run_id) == "success", _task_states(api, run_id)
         browser = _browser()
         shots = base / "screenshots"
         shots.mkdir()
-        yield Campaign(stack, api, password, base / "reports", run_id, started, browser, shots)
+        yield Campaign(stack, api, password, base / "reports", run_id, started, browser, shots, config)
     finally:
         if browser is not None:
             browser.quit()
@@ -204,7 +207,7 @@ def test_the_plugin_refuses_a_request_without_login(campaign: Campaign) -> None:
 def test_the_json_behind_the_page(campaign: Campaign) -> None:
     token = campaign.api.token
     status, listing = campaign.get("/campaigns/api/campaigns", token)
-    assert (status, listing) == (200, [{"campaign": "demo", "config": str(DEMO)}])
+    assert (status, listing) == (200, [{"campaign": "demo", "config": str(campaign.config)}])
     status, view = campaign.get("/campaigns/api/campaigns/demo", token)
     assert status == 200
     assert view["trigger_dag_id"] == CAMPAIGN_DAG
@@ -271,8 +274,11 @@ def test_campaigns_page_in_a_real_browser(campaign: Campaign) -> None:
         "tiny (36,864 params): 81,920 tokens per CPU-hour (40,960 tokens in 0.5 CPU-hours)",
         "CPU-hours by phase and cause",
     )
+    # The hours column says their unit: this report's jobs had no GPU.
+    grid = campaign.browser.find_element(By.CSS_SELECTOR, "tr[data-dag]").find_element(By.XPATH, "..")
+    assert grid.find_element(By.TAG_NAME, "tr").text.split()[-1] == "CPU-hours"
     # Every experiment row: its run succeeded, its three phases skipped (dry runs), the report's
-    # final loss in the pretraining cell and its GPU-hours.
+    # final loss in the pretraining cell and its hours.
     for i, dag_id in enumerate(EXPERIMENTS):
         row = campaign.browser.find_element(By.CSS_SELECTOR, f'tr[data-dag="{dag_id}"]')
         assert row.text.split()[0] == names[i]
@@ -356,6 +362,11 @@ def test_a_viewer_sees_the_campaign_but_cannot_trigger_it(campaign: Campaign) ->
     assert json.loads(refused.value.read())["detail"] == "filter 'CD_SCALE': write KEY=VALUE[,VALUE...]"
 
 
+def status_command(campaign: Campaign) -> list[str]:
+    python = str(REPO / ".venv/bin/python")
+    return [python, "-m", "autoexp", "status", str(campaign.config), "--url", campaign.url]
+
+
 def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     # Both calls below must see the same campaign (a run still going changes its line between them).
     assert not [d for d in EXPERIMENTS if not _no_active_run(campaign.api, d)]
@@ -367,7 +378,7 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
         "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("src", "plugins", "include")),
     }
     out = subprocess.run(
-        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        status_command(campaign),
         env={**env, "AUTOEXP_AIRFLOW_USER": "admin"},
         capture_output=True,
         text=True,
@@ -392,7 +403,7 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     assert by_dag["demo_demo_small_lr0.01_bs4"] == ["success", "cooldown_12K", "skipped", "-", "0", "-", "2"]
     # The same with a token instead of a user.
     with_token = subprocess.run(
-        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        status_command(campaign),
         env={**env, "AUTOEXP_AIRFLOW_TOKEN": campaign.api.token or ""},
         capture_output=True,
         text=True,
@@ -401,7 +412,7 @@ def test_status_prints_one_line_per_experiment(campaign: Campaign) -> None:
     )
     assert with_token.stdout == out.stdout, with_token.stderr
     wrong = subprocess.run(
-        [str(REPO / ".venv/bin/python"), "-m", "autoexp", "status", str(DEMO), "--url", campaign.url],
+        status_command(campaign),
         env={**env, "AUTOEXP_AIRFLOW_USER": "admin", "AUTOEXP_AIRFLOW_PASSWORD": "wrong"},
         capture_output=True,
         text=True,
@@ -443,7 +454,7 @@ def test_the_grid_says_why_a_held_training_waits(campaign: Campaign, slurm_clust
          slurm_cluster.airflow_conn_json],
         check=True, env=stack.env(), capture_output=True, timeout=120,
     )  # fmt: skip
-    name = job_name(DEMO, Path(stack.extra_env["AUTOEXP_DEMO_DIR"]), dag_id=dag_id)
+    name = job_name(campaign.config, Path(stack.extra_env["AUTOEXP_DEMO_DIR"]), dag_id=dag_id)
     submitted = subprocess.run(
         ["sbatch", "--parsable", "--hold", f"--job-name={name}", "--time=15",
          f"--output={slurm_cluster.jobs_dir}/held-%j.out", "--wrap", "sleep 600"],

@@ -28,6 +28,16 @@ def _unit(by_unit: Mapping[str, Any]) -> tuple[str, str]:
     return "GPU-hours", ""
 
 
+def hours_unit(campaign: Mapping[str, Any]) -> str:
+    """The unit of a report's hours (``CPU-hours`` where no job had a GPU), for a column header."""
+    by_unit = (
+        campaign.get("gpu_hours", {}).get("by_unit")
+        if isinstance(campaign.get("gpu_hours"), Mapping)
+        else None
+    )
+    return _unit(by_unit)[0] if isinstance(by_unit, Mapping) and by_unit else "GPU-hours"
+
+
 def cost_lines(campaign: Mapping[str, Any]) -> list[str]:
     """The section's lines: total and wasted hours in their unit; the split by cause, then per phase;
     the time lost in training attempts by cause; tokens per hour per model size. A report without

@@ -19,7 +19,7 @@ from autoexp.campaign.planning import campaign_slice as cs
 from autoexp.campaign.planning.dag_plan import CONVERT_TASK, TRAIN_TASK
 from autoexp.campaign.report.campaign_report_render import answer_sections
 from autoexp.campaign.report.cost_text import TITLE as COST_TITLE
-from autoexp.campaign.report.cost_text import cost_table
+from autoexp.campaign.report.cost_text import cost_table, hours_unit
 from autoexp.campaign.ui.airflow_api import AirflowApi, ApiError
 
 _ITER = re.compile(r"(\d+)\s*$")
@@ -158,6 +158,7 @@ def _report_summary(report: Mapping[str, Any] | None, stem: str, environ: Mappin
     return {
         "generated_at": report.get("generated_at"),
         "answer": _answer(report),
+        "hours_unit": hours_unit(report),  # the grid's hours column: CPU-hours where no GPU was allocated
         "frontier": report.get("frontier", []),
         "gpu_hours": report.get("gpu_hours"),
         "plots": [p for p in report.get("plots", []) if isinstance(p, str) and plot_name_ok(p)],

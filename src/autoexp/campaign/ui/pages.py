@@ -41,7 +41,8 @@ async function getJson(url, opts){
 function grid(c){
   const axes = c.experiments.length ? Object.keys(c.experiments[0].axes) : [];
   let h = "<table><tr><th>experiment</th>" + axes.map(a => "<th>" + esc(a) + "</th>").join("")
-    + "<th>run</th>" + c.phases.map(p => "<th>" + esc(p) + "</th>").join("") + "<th>GPU-h</th></tr>";
+    + "<th>run</th>" + c.phases.map(p => "<th>" + esc(p) + "</th>").join("")
+    + "<th>" + esc(c.report.hours_unit || "GPU-hours") + "</th></tr>";
   for (const e of c.experiments){
     const run = e.run
       ? '<a target="_top" href="' + esc(e.run.url) + '">' + esc(e.run.state) + "</a>" : "never run";

@@ -35,6 +35,7 @@ def test_the_answer_is_the_reports_words_section_by_section() -> None:
     assert held[0].startswith("held-out check: fitted without the largest size (N = 1e+10")
     assert lr[0].startswith("LR*(N, D) = 0.3 * N^-0.250")
     assert "fit" not in summary  # the page shows words, not the fit's JSON
+    assert summary["hours_unit"] == "CPU-hours"  # the grid's column: no job of this grid had a GPU
     assert cost[0] == "what it cost: 0.6 CPU-hours, 0 wasted (no GPU was allocated: elapsed x allocated CPUs)"
     table = summary["answer"][-1]["table"]  # hours per phase x cause, as text cells
     assert (table["caption"], table["header"]) == (
@@ -86,7 +87,7 @@ class FakeApi:
         return self.xcoms.get(task_id)
 
 
-DAG, RUN = "demo_demo_tiny_lr0.003_bs4", "manual__2026-12-03T13:00:00+00:00"
+DAG, RUN = "demo_demo_tiny_lr0.002_bs4", "manual__2026-12-03T13:00:00+00:00"
 DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"
 HELD = "JobHeldUser, no start estimate yet"
 
@@ -96,18 +97,18 @@ def test_a_waiting_training_s_cell_says_why_its_job_pends_read_from_its_wait_s_x
     training, none for the others, no SSH. A wait whose job runs stored no note."""
     waits = {
         "pretrain.train": RelayPosition("41", "/r/41.out", 0, pending=HELD).to_dict(),
-        "cooldown_8K.train": json.dumps(
+        "cooldown_16K.train": json.dumps(
             RelayPosition("42", "/r/42.out", 0, pending="Priority, est. start 2026-12-03T14:05").to_dict()
         ),  # JSON text, as some XCom paths keep it
-        "cooldown_12K.train": RelayPosition("43", "/r/43.out", 100).to_dict(),
+        "cooldown_24K.train": RelayPosition("43", "/r/43.out", 100).to_dict(),
     }
-    api = FakeApi({"pretrain": "deferred", "cooldown_8K": "deferred", "cooldown_12K": "deferred"}, waits)
+    api = FakeApi({"pretrain": "deferred", "cooldown_16K": "deferred", "cooldown_24K": "deferred"}, waits)
     view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
     cells = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]
     assert {p: c["pending"] for p, c in cells.items()} == {
         "pretrain": HELD,
-        "cooldown_8K": "Priority, est. start 2026-12-03T14:05",
-        "cooldown_12K": None,  # running: the wait dropped the note
+        "cooldown_16K": "Priority, est. start 2026-12-03T14:05",
+        "cooldown_24K": None,  # running: the wait dropped the note
     }
     assert cv.WAIT_XCOM == relay_position.XCOM_KEY
     assert [r[2:] for r in api.xcom_reads] == [(f"{p}.train", cv.WAIT_XCOM) for p in cells]
@@ -118,7 +119,7 @@ def test_a_waiting_training_s_cell_says_why_its_job_pends_read_from_its_wait_s_x
 
 def test_only_a_deferred_training_costs_a_read() -> None:
     stale = {"pretrain.train": RelayPosition("41", "/r/41.out", 0, pending=HELD).to_dict()}
-    api = FakeApi({"pretrain": "running", "cooldown_8K": "success", "cooldown_12K": "scheduled"}, stale)
+    api = FakeApi({"pretrain": "running", "cooldown_16K": "success", "cooldown_24K": "scheduled"}, stale)
     view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
     cells = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]
     assert [c["pending"] for c in cells.values()] == [None, None, None]
@@ -130,12 +131,12 @@ def test_only_a_deferred_training_costs_a_read() -> None:
 def test_a_user_who_may_not_read_xcoms_sees_the_state_without_the_note() -> None:
     class NoXComs(FakeApi):
         def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
-            status = 403 if "12K" in task_id else 502
+            status = 403 if "24K" in task_id else 502
             raise ApiError(f"GET .../xcomEntries/{key}: HTTP {status}", status)
 
-    api = NoXComs({"cooldown_12K": "deferred"}, {})
+    api = NoXComs({"cooldown_24K": "deferred"}, {})
     view = cv.campaign_view(DEMO, api, {})  # type: ignore[arg-type]
-    cell = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]["cooldown_12K"]
+    cell = next(e for e in view["experiments"] if e["dag_id"] == DAG)["cells"]["cooldown_24K"]
     assert (cell["state"], cell["pending"]) == ("deferred", None)
     with pytest.raises(ApiError, match="HTTP 502"):  # any other failure is the page's error, as before
         cv.pending_note(api, DAG, RUN, "pretrain", "deferred")  # type: ignore[arg-type]
