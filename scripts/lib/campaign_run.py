@@ -117,13 +117,29 @@ def trigger_campaign(
     return {str(k): str(v) for k, v in started.items()}
 
 
+def answer_budget(dag_plans: Sequence[DagPlan]) -> float:
+    """The compute budget (FLOPs) the demo asks the compute-optimal N, D for: 10 x the largest planned
+    cell's C = 6 N D, to one significant figure (a budget just past the grid, as one plans the next run)."""
+    from autoexp.campaign.report.campaign_report import experiment_specs
+
+    cells = [
+        6.0 * spec.params * phase.tokens
+        for spec in experiment_specs(dag_plans)
+        for phase in spec.phases
+        if spec.params and phase.tokens
+    ]
+    return float(f"{10 * max(cells, default=1e18):.0e}")
+
+
 def print_campaign_report(
     api: Api, config: Path, conf: dict[str, Any] | None = None, timeout: float = 600
 ) -> str | None:
-    """Ask for the campaign report now that every experiment ended; print its table, fit and files.
+    """Ask for the campaign report now that every experiment ended; print its table, the campaign's
+    answer (the fit with intervals and the compute-optimal N, D of each budget in ``conf``, the held-out
+    check, the optimal-LR law: ``answer_text``), the GPU-hours and the report's path.
     Returns the report run's id, None when there is no report (the reason is printed)."""
     from autoexp.campaign.report.campaign_report_paths import campaign_report_dir
-    from autoexp.campaign.report.campaign_report_render import text_table
+    from autoexp.campaign.report.campaign_report_render import answer_text, text_table
 
     dag_id = f"autoexp_campaign_report_{config.stem}"
     run_id = api.trigger(dag_id, dict(conf or {}))
@@ -139,14 +155,8 @@ def print_campaign_report(
         print(f"\ncampaign report: {dag_id} run {run_id} {state}, no {out / 'campaign.json'}: see its log")
         return None
     data = json.loads((out / "campaign.json").read_text())
-    fit = data.get("fit") or {}
     hours = data.get("gpu_hours") or {}
-    print(f"\n== campaign {config.stem}\n{text_table(data['experiments'])}")
-    if "missing" in fit:
-        print(f"scaling-law fit: none: {fit['missing']}")
-    else:
-        values = ", ".join(f"{k}={v:.4g}" for k, v in fit.get("values", {}).items())
-        print(f"scaling-law fit L(N,D) = E + A/N^alpha + B/D^beta: {values}")
+    print(f"\n== campaign {config.stem}\n{text_table(data['experiments'])}\n\n{answer_text(data)}\n")
     print(
         f"GPU-hours (CPU-hours here: the local cluster has no GPU): {hours.get('total', 0):.4f} total, "
         f"{hours.get('wasted', 0):.4f} wasted\nreport: {out / 'index.html'}"
@@ -318,14 +328,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log.info("%s: %s after %.0f s", dag_id, state, time.time() - t0)
         time.sleep(2)  # the wall is measured by this loop
     t1 = time.time()
+    dag_plans = [plan_dag(plan, settings) for plan in plans]
     for plan in plans:
         print(f"\n== {plan.dag_id}: {states.get(plan.dag_id, 'not finished')}")
         print_report(Path(run_layout.report_dir(plan.pretrain.run_dir)))
-    reported = print_campaign_report(api, args.config)
+    reported = print_campaign_report(api, args.config, {"budgets": [answer_budget(dag_plans)]})
     log.info("the Campaigns page: %s/campaigns/", api.base)
     jobs = sacct_jobs(_sacct_since(t0))
     gaps = idle_gaps(jobs, t0, t1)
-    dag_plans = [plan_dag(plan, settings) for plan in plans]
     critical = critical_path_seconds(dag_plans, jobs)
     work = job_seconds(jobs, t0, t1)
     slots = int(api.call("GET", f"pools/{settings.pool_name}")["slots"])

@@ -14,7 +14,11 @@ from tests.fixtures.seed_grid import release_fifo, relocated, write_grid
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 DEMO = REPO / "config" / "demo.yaml"
-DEMO_IDS = [f"demo_demo_{size}_lr{lr}_bs4" for size in ("small", "tiny") for lr in ("0.003", "0.01")]
+DEMO_IDS = [
+    f"demo_demo_{size}_lr{lr}_bs4"
+    for size in ("medium", "small", "tiny")
+    for lr in ("0.002", "0.006", "0.018")
+]
 
 
 @pytest.fixture(autouse=True)
@@ -63,19 +67,19 @@ def test_a_dag_id_two_configs_build_is_one_error_naming_both(
     """The demo and a copy sharing one learning rate: the copy's other DAGs load, the shared one is
     built from the demo only, and the copy's file says so."""
     copy = tmp_path / "demo_copy.yaml"
-    copy.write_text(relocated(DEMO.read_text().replace("LR: [3e-3, 1e-2]", "LR: [3e-3, 2e-2]"), DEMO))
+    copy.write_text(relocated(DEMO.read_text().replace("LR: [2e-3, 6e-3, 1.8e-2]", "LR: [2e-3, 2e-2]"), DEMO))
     dagbag = bag([DEMO, copy], monkeypatch)
-    shared = "demo_demo_small_lr0.003_bs4"
+    shared = "demo_demo_medium_lr0.002_bs4"
     assert experiments(dagbag) == sorted(
-        [*DEMO_IDS, "demo_demo_small_lr0.02_bs4", "demo_demo_tiny_lr0.02_bs4"]
+        [*DEMO_IDS, *(f"demo_demo_{size}_lr0.02_bs4" for size in ("medium", "small", "tiny"))]
     )
     assert {"autoexp_campaign_demo", "autoexp_campaign_demo_copy"} <= set(dagbag.dags)
     assert Path(dagbag.dags[shared].fileloc).name == "autoexp_campaigns_0.py"
     assert dagbag.import_errors == {
         "autoexp_campaigns_1.py": (
-            f"CampaignConfigError: {copy}: experiment 'demo_small_lr0.003_bs4' gives DAG id {shared!r}, "
-            f"which {DEMO} already builds (experiment 'demo_small_lr0.003_bs4'); it is built from "
-            f"{DEMO} only (1 more DAG ids clash likewise). Rename the experiment or set "
+            f"CampaignConfigError: {copy}: experiment 'demo_medium_lr0.002_bs4' gives DAG id {shared!r}, "
+            f"which {DEMO} already builds (experiment 'demo_medium_lr0.002_bs4'); it is built from "
+            f"{DEMO} only (2 more DAG ids clash likewise). Rename the experiment or set "
             "airflow.dag_id_prefix in one of the two configs"
         )
     }
@@ -93,8 +97,8 @@ def test_configs_beyond_the_dag_files_go_to_the_last_one(
         copies.append(copy)
     dagbag = bag(copies, monkeypatch)
     assert dagbag.import_errors == {}
-    assert len(experiments(dagbag)) == 36
-    assert len(dagbag.dags) == 36 + 2 * 9
+    assert len(experiments(dagbag)) == 81  # 9 configs of 9 experiments
+    assert len(dagbag.dags) == 81 + 2 * 9
     assert files_of(dagbag, "d0_") == {"autoexp_campaigns_0.py"}
     assert files_of(dagbag, "d7_") == files_of(dagbag, "d8_") == {"autoexp_campaigns_7.py"}
 
@@ -107,7 +111,7 @@ def test_the_900_experiment_grid_loads_beside_another_config(
     grid = write_grid(tmp_path, 50)
     dagbag = bag([grid, DEMO], monkeypatch)
     assert dagbag.import_errors == {}
-    assert len(experiments(dagbag)) == 904
-    assert len(dagbag.dags) == 904 + 2 * 2
+    assert len(experiments(dagbag)) == 909
+    assert len(dagbag.dags) == 909 + 2 * 2
     assert files_of(dagbag, "demo_") == {"autoexp_campaigns_1.py"}
     assert len(files_of(dagbag, "")) == 2

@@ -37,18 +37,19 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert sorted(dagbag.dags) == [
         "autoexp_campaign_demo",
         "autoexp_campaign_report_demo",
-        "demo_demo_small_lr0.003_bs4",
-        "demo_demo_small_lr0.01_bs4",
-        "demo_demo_tiny_lr0.003_bs4",
-        "demo_demo_tiny_lr0.01_bs4",
+        *(
+            f"demo_demo_{m}_lr{lr}_bs4"
+            for m in ("medium", "small", "tiny")
+            for lr in ("0.002", "0.006", "0.018")
+        ),
     ]
-    dag = dagbag.dags["demo_demo_tiny_lr0.003_bs4"]
+    dag = dagbag.dags["demo_demo_tiny_lr0.002_bs4"]
     assert dag.tags == {"autoexp", "demo"}
     assert dag.default_args["retries"] == 1
     assert dag.default_args["owner"] == "autoexp-demo"
     assert dag.default_args["on_failure_callback"] is not None
     assert set(dag.params.keys()) == {"phases", "dry_run", "max_attempts"}
-    assert dag.params["phases"] == ["pretrain", "cooldown_8K", "cooldown_12K"]
+    assert dag.params["phases"] == ["pretrain", "cooldown_16K", "cooldown_24K"]
     assert sorted(dag.task_dict) == sorted(
         [
             "stage",
@@ -59,7 +60,7 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
             "pretrain.checkpoints.convert_eval",
             *[
                 f"cooldown_{b}.{t}"
-                for b in ("8K", "12K")
+                for b in ("16K", "24K")
                 for t in (
                     "wait_branch_checkpoint",
                     "train",
@@ -76,7 +77,7 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert train.completion_regex == "after training is done"
     assert "latest_checkpointed_iteration.txt" in train.completion_command
     # No env set: the run folder defaults under the checkout's .state/ (through {CONFIG_DIR}/..).
-    run_dir = f"{REPO}/config/../.state/demo/campaign/runs/demo_tiny_lr0.003_bs4"
+    run_dir = f"{REPO}/config/../.state/demo/campaign/runs/demo_tiny_lr0.002_bs4"
     assert train.output_path == f"{run_dir}/slurm_train-%j.out"
     assert train.start_condition == ""
     # Hang detection: the log and the checkpoint tracker are watched, with the campaign's defaults.
@@ -86,26 +87,26 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert train.progress_pattern == ITERATION_PROGRESS
     convert = dag.task_dict["pretrain.checkpoints.convert_eval"]
     assert (convert.progress_timeout, convert.unknown_timeout) == (None, 1800)
-    cooldown = dag.task_dict["cooldown_12K.train"]
+    cooldown = dag.task_dict["cooldown_24K.train"]
     tools = f"{REPO}/config/../.state/demo/campaign/tools/{tools_hash()}"  # staged by the DAG's stage task
     assert cooldown.start_condition.startswith(f"{tools}/helpers/cooldown_helper.sh ")
-    assert cooldown.upstream_task_ids == {"cooldown_12K.wait_branch_checkpoint", "stage"}
+    assert cooldown.upstream_task_ids == {"cooldown_24K.wait_branch_checkpoint", "stage"}
     # Clearing a training (with its downstream tasks, the UI's default) re-arms every wait that
     # watches it: each is downstream of it and runs beside it ("always"), the mapped ones through
     # arm_waits (Airflow refuses "always" inside a mapped group).
     assert dag.task_dict["pretrain.train"].downstream_task_ids == {
         "pretrain.arm_waits",
-        "cooldown_8K.wait_branch_checkpoint",
-        "cooldown_12K.wait_branch_checkpoint",
+        "cooldown_16K.wait_branch_checkpoint",
+        "cooldown_24K.wait_branch_checkpoint",
         "report",
     }
-    assert dag.task_dict["cooldown_12K.train"].downstream_task_ids == {"cooldown_12K.arm_waits", "report"}
-    assert dag.task_dict["cooldown_12K.arm_waits"].downstream_task_ids == {"cooldown_12K.checkpoints.wait"}
-    for task_id in ("pretrain.arm_waits", "cooldown_12K.arm_waits", "cooldown_12K.wait_branch_checkpoint"):
+    assert dag.task_dict["cooldown_24K.train"].downstream_task_ids == {"cooldown_24K.arm_waits", "report"}
+    assert dag.task_dict["cooldown_24K.arm_waits"].downstream_task_ids == {"cooldown_24K.checkpoints.wait"}
+    for task_id in ("pretrain.arm_waits", "cooldown_24K.arm_waits", "cooldown_24K.wait_branch_checkpoint"):
         assert dag.task_dict[task_id].trigger_rule == "always", task_id
     assert dag.task_dict["pretrain.checkpoints.wait"].upstream_task_ids == {"pretrain.arm_waits"}
-    wait = dag.task_dict["cooldown_12K.wait_branch_checkpoint"]
-    assert wait.iteration == 40
+    wait = dag.task_dict["cooldown_24K.wait_branch_checkpoint"]
+    assert wait.iteration == 48  # both cooldowns branch from pretraining's last checkpoint
     assert wait.checkpoint_dir == f"{run_dir}/checkpoints"
     # The branch wait watches pretraining's outcome and gives up after pretraining's time budget:
     # (retries 1 + 1) x max_attempts_overall 100 x TIME 15 min + 1 h of queueing.
@@ -113,31 +114,31 @@ def test_demo_config_gives_one_dag_per_experiment(monkeypatch: pytest.MonkeyPatc
     assert wait.timeout_secs == 2 * 100 * 900 + 3600
     assert dag.task_dict["pretrain.checkpoints.wait"].watch_phase == "pretrain"
     # A cooldown's checkpoint waits start with the run: pretraining's budget comes on top of theirs.
-    cooldown_waits = dag.task_dict["cooldown_12K.checkpoints.wait"]
+    cooldown_waits = dag.task_dict["cooldown_24K.checkpoints.wait"]
     assert cooldown_waits.timeout_secs == 2 * wait.timeout_secs  # pretraining's and the cooldown's
-    assert dag.task_dict["cooldown_8K.checkpoints.wait"].watch_phase == "cooldown_8K"
+    assert dag.task_dict["cooldown_16K.checkpoints.wait"].watch_phase == "cooldown_16K"
     assert dag.task_dict["stage"].upstream_task_ids == set()
-    # One mapped instance per expected checkpoint: pretraining saves at 20, 40 and 60.
+    # One mapped instance per expected checkpoint: pretraining saves at 48 (SAVE_INTERVAL, its last).
     group = dag.task_group_dict["pretrain.checkpoints"]
     iterations = [kw["iteration"] for kw in group._expand_input.value]
-    assert iterations == [20, 40, 60]
+    assert iterations == [48]
     # Every wait is started and ended by the triggerer, no task process (docs/performance.md): the
     # scheduler builds its trigger from these arguments; a mapped one picks its iteration by map index.
     mapped_wait = dag.task_dict["pretrain.checkpoints.wait"]
     assert mapped_wait.start_from_trigger
-    assert mapped_wait.start_trigger_args.trigger_kwargs["iterations"] == [20, 40, 60]
+    assert mapped_wait.start_trigger_args.trigger_kwargs["iterations"] == [48]
     kwargs = wait.start_trigger_args.trigger_kwargs
-    assert (kwargs["iteration"], kwargs["iterations"], kwargs["end_task"]) == (40, [], True)
-    assert (kwargs["phase"], kwargs["watch_phase"]) == ("cooldown_12K", "pretrain")
+    assert (kwargs["iteration"], kwargs["iterations"], kwargs["end_task"]) == (48, [], True)
+    assert (kwargs["phase"], kwargs["watch_phase"]) == ("cooldown_24K", "pretrain")
     assert wait.start_trigger_args.timeout.total_seconds() == wait.timeout_secs
-    assert [kw["iteration"] for kw in dag.task_group_dict["cooldown_8K.checkpoints"]._expand_input.value] == [
-        32
-    ]
+    assert [
+        kw["iteration"] for kw in dag.task_group_dict["cooldown_16K.checkpoints"]._expand_input.value
+    ] == [64]
     report = dag.task_dict["report"]
     assert report.trigger_rule == "none_failed"
-    assert [a.name for a in report.outlets] == ["autoexp.demo_demo_tiny_lr0.003_bs4.eval_results"]
+    assert [a.name for a in report.outlets] == ["autoexp.demo_demo_tiny_lr0.002_bs4.eval_results"]
     assert "sha256" in (dag.doc_md or "")
-    assert "- **Learning rate**: peak 0.003," in (dag.doc_md or "")
+    assert "- **Learning rate**: peak 0.002," in (dag.doc_md or "")
 
 
 def test_campaign_report_dag_refreshes_on_any_experiment_report(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +147,7 @@ def test_campaign_report_dag_refreshes_on_any_experiment_report(monkeypatch: pyt
     experiments = [d for d in dagbag.dags.values() if not d.dag_id.startswith("autoexp_campaign_")]
     outlets = {a.name for d in experiments for a in d.task_dict["report"].outlets}
     assert {a.name for a in dag.timetable.asset_condition.objects} == outlets  # type: ignore[attr-defined]
-    assert len(outlets) == 4
+    assert len(outlets) == 9
     assert type(dag.timetable.asset_condition).__name__ == "AssetAny"  # type: ignore[attr-defined]
     assert dag.tags == {"autoexp", "demo", "campaign-report"}
     assert list(dag.task_dict) == ["campaign_report"]
@@ -164,7 +165,7 @@ def test_broken_config_is_an_import_error_and_spares_the_others(
     broken.write_text(text.replace("  retries: 1\n", "  retries: many\n"))
     line = text.splitlines().index("  retries: 1") + 1
     dagbag = bag([broken, DEMO], monkeypatch)
-    assert len(dagbag.dags) == 4 + 2  # the demo's experiments, its trigger DAG and its campaign report
+    assert len(dagbag.dags) == 9 + 2  # the demo's experiments, its trigger DAG and its campaign report
     assert list(dagbag.import_errors.values()) == [
         f"CampaignConfigError: {broken}:{line}: airflow.retries: expected int, got 'many'"
     ]
@@ -179,9 +180,9 @@ def test_bad_branch_iteration_names_file_and_line(tmp_path: Path, monkeypatch: p
     dagbag = bag([broken], monkeypatch)
     assert dagbag.dags == {}
     assert list(dagbag.import_errors.values()) == [
-        f"CampaignConfigError: {broken}:{line}: ITER: cooldown CD_SCALE=8K branches at iteration 25, "
-        "which is not a multiple of SAVE_INTERVAL=20: no checkpoint will exist there "
-        "(job demo_tiny_lr0.003_bs4_COOLDOWN8K_TRAIN)"
+        f"CampaignConfigError: {broken}:{line}: ITER: cooldown CD_SCALE=16K branches at iteration 25, "
+        "which is not a multiple of SAVE_INTERVAL=48: no checkpoint will exist there "
+        "(job demo_tiny_lr0.002_bs4_COOLDOWN16K_TRAIN)"
     ]
 
 
@@ -238,16 +239,16 @@ def test_trigger_form_and_mapped_names_say_what_they_are(monkeypatch: pytest.Mon
     import copy
     from types import SimpleNamespace
 
-    dag = bag([DEMO], monkeypatch).dags["demo_demo_tiny_lr0.003_bs4"]
+    dag = bag([DEMO], monkeypatch).dags["demo_demo_tiny_lr0.002_bs4"]
     phases = dag.params.get_param("phases").schema
     # Airflow's form draws a multi-select for an array with ``examples`` (``items.enum`` alone: free text).
-    assert phases["examples"] == ["pretrain", "cooldown_8K", "cooldown_12K"]
+    assert phases["examples"] == ["pretrain", "cooldown_16K", "cooldown_24K"]
     assert phases["items"]["enum"] == phases["examples"]
-    assert phases["values_display"]["cooldown_8K"] == "cooldown 8K, from pretraining iter 20"
+    assert phases["values_display"]["cooldown_16K"] == "cooldown 16K, from pretraining iter 48"
     assert phases["title"] == "Phases to run"
     names = {}
-    for task_id, count in (("pretrain.checkpoints.wait", 3), ("pretrain.checkpoints.convert_eval", 3),
-                           ("cooldown_8K.checkpoints.convert_eval", 1)):  # fmt: skip
+    for task_id, count in (("pretrain.checkpoints.wait", 1), ("pretrain.checkpoints.convert_eval", 1),
+                           ("cooldown_16K.checkpoints.convert_eval", 1)):  # fmt: skip
         for map_index in range(count):
             # What the task runner does per instance: render the fields, then map_index_template.
             task = copy.copy(dag.task_dict[task_id])
@@ -256,11 +257,7 @@ def test_trigger_form_and_mapped_names_say_what_they_are(monkeypatch: pytest.Mon
             template = dag.get_template_env().from_string(task.map_index_template or "")
             names[f"{task_id}/{map_index}"] = template.render(context)
     assert names == {
-        "pretrain.checkpoints.wait/0": "iter 0000020",
-        "pretrain.checkpoints.wait/1": "iter 0000040",
-        "pretrain.checkpoints.wait/2": "iter 0000060",
-        "pretrain.checkpoints.convert_eval/0": "iter 0000020",
-        "pretrain.checkpoints.convert_eval/1": "iter 0000040",
-        "pretrain.checkpoints.convert_eval/2": "iter 0000060",
-        "cooldown_8K.checkpoints.convert_eval/0": "iter 0000032 (cooldown 8K)",
+        "pretrain.checkpoints.wait/0": "iter 0000048",
+        "pretrain.checkpoints.convert_eval/0": "iter 0000048",
+        "cooldown_16K.checkpoints.convert_eval/0": "iter 0000064 (cooldown 16K)",
     }

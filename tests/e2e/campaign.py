@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import urllib.error
@@ -23,19 +24,54 @@ DEMO = REPO / "config" / "demo.yaml"
 DAG_ID = "demo_demo_tiny_lr0.003_bs4"
 
 
-def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
-    """The demo with one model, one LR and one cooldown budget; 40 pretrain iterations (saves at 20, 40)."""
+# The shape of the first demo (2 sizes x 2 LRs, pretraining saving 3 checkpoints, 2 cooldowns branched
+# at 20 and 40), whatever the shipped demo's grid and budgets are: each key's line of config/demo.yaml
+# (comment included) -> this one; None removes the line. The reduced demo keeps one size and LR of it.
+FIRST_DEMO_LINES: dict[str, str | None] = {
+    "LR": "LR: [3e-3, 1e-2]",
+    "TOTAL_TOKENS_NUM": "TOTAL_TOKENS_NUM: 15360",
+    "SAVE_INTERVAL": "SAVE_INTERVAL: 20",
+    "  share_conversion_jobs": None,  # one conversion job per checkpoint, named by its iteration
+}
+FIRST_DEMO_BUDGETS = (
+    "        - 8K: {TOTAL_TOKENS_THIS_PHASE: 8192}\n        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n"
+)
+
+
+def _demo_text(models: int, lines: dict[str, str | None], budgets: str) -> str:
+    """config/demo.yaml with its first ``models`` models, ``lines`` and the cooldown ``budgets`` (the
+    CD_SCALE list); its tools stay this checkout's wherever the copy lives."""
     text = DEMO.read_text()
-    small, shared = text.index("  - small:"), text.index("SEQ_LENGTH:")
-    text = text[:small] + text[shared:]
-    for old, new in (
-        ("LR: [3e-3, 1e-2]", "LR: [3e-3]"),
-        ("        - 12K: {TOTAL_TOKENS_THIS_PHASE: 12288}\n", ""),
-        ("TOTAL_TOKENS_NUM: 15360", "TOTAL_TOKENS_NUM: 10240"),
-        # The copy lives elsewhere: its tools stay this checkout's.
-        ('AUTOEXP_CHECKOUT: "{CONFIG_DIR}/.."', f'AUTOEXP_CHECKOUT: "{REPO}"'),
-        *replacements,
-    ):
+    cut = [m.start() for m in re.finditer(r"^  - \w+:\n      NUM_LAYERS:", text, flags=re.M)]
+    assert len(cut) > models, cut
+    text = text[: cut[models]] + text[text.index("SEQ_LENGTH:") :]
+    for key, line in lines.items():
+        text, found = re.subn(rf"^{key}:.*\n", "" if line is None else line + "\n", text, flags=re.M)
+        assert found == 1, key
+    found_budgets = re.search(r"^      CD_SCALE:\n((?:        - .*\n)+)", text, flags=re.M)
+    assert found_budgets is not None, "CD_SCALE"
+    text = text[: found_budgets.start(1)] + budgets + text[found_budgets.end(1) :]
+    old = 'AUTOEXP_CHECKOUT: "{CONFIG_DIR}/.."'
+    assert old in text, old
+    return text.replace(old, f'AUTOEXP_CHECKOUT: "{REPO}"')
+
+
+def first_demo_config(folder: Path) -> Path:
+    """``folder/demo.yaml`` (the campaign keeps the name demo): the first demo's 4 experiments (tiny
+    and small x LR 3e-3 and 1e-2), pretraining 60 iterations saving at 20, 40, 60, cooldown_8K from 20
+    and cooldown_12K from 40; a conversion job per checkpoint."""
+    path = folder / "demo.yaml"
+    path.write_text(_demo_text(2, FIRST_DEMO_LINES, FIRST_DEMO_BUDGETS))
+    return path
+
+
+def reduced_config(folder: Path, *replacements: tuple[str, str]) -> Path:
+    """The first demo with one model (tiny), one LR (3e-3) and one cooldown budget (cooldown_8K, 32
+    iterations branched from iteration 20); 40 pretrain iterations (saves at 20, 40); a conversion job
+    per checkpoint."""
+    lines = {**FIRST_DEMO_LINES, "LR": "LR: [3e-3]", "TOTAL_TOKENS_NUM": "TOTAL_TOKENS_NUM: 10240"}
+    text = _demo_text(1, lines, FIRST_DEMO_BUDGETS.splitlines(keepends=True)[0])
+    for old, new in replacements:
         assert old in text, old
         text = text.replace(old, new)
     path = folder / "demo-reduced.yaml"
@@ -61,8 +97,9 @@ def job_name(
     return dag_plan.job_name(plan, remote_dir, phase, task, iteration)
 
 
-def prepare_data(demo_dir: Path, cluster: Any) -> None:
-    """The demo's tokenized corpus under ``demo_dir/data`` (800 documents: enough for the reduced demo)."""
+def prepare_data(demo_dir: Path, cluster: Any, docs: int | None = 800) -> None:
+    """The demo's tokenized corpus under ``demo_dir/data`` (800 documents: enough for the reduced demo;
+    ``docs=None``: prepare_data's default, as scripts/demo makes it)."""
     subprocess.run(
         [
             sys.executable,
@@ -70,8 +107,7 @@ def prepare_data(demo_dir: Path, cluster: Any) -> None:
             "autoexp_cluster.prepare_data",
             "--output",
             str(demo_dir / "data"),
-            "--docs",
-            "800",
+            *(() if docs is None else ("--docs", str(docs))),
         ],
         check=True,
         env={**cluster.env(), "PYTHONPATH": str(REPO / "include")},

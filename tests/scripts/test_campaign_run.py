@@ -8,6 +8,7 @@ from types import ModuleType
 
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
+from autoexp.campaign.report.campaign_report import experiment_specs
 from tests.fixtures.scripts import REPO
 
 
@@ -68,19 +69,33 @@ def test_the_capacity_bound_is_the_longer_of_critical_path_and_work_per_slot() -
 
 def test_critical_path_follows_pretraining_branch_points_and_cooldowns() -> None:
     plans, settings = load_plans(REPO / "config" / "demo.yaml")
-    plan = plans[0]  # pretraining 60 iterations; cooldown_8K branches at 20, cooldown_12K at 40
-    assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_8K", 20), ("cooldown_12K", 40)]
+    plan = plans[0]  # pretraining 100 iterations; cooldown_12K from scratch, cooldown_36K from its end
+    assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_12K", 0), ("cooldown_36K", 100)]
     dag, other = plan_dag(plan, settings), plan_dag(plans[1], settings)
-    pretrain, _, cooldown = dag.phases
+    pretrain, scratch, branch = dag.phases
     assert pretrain.checkpoints is not None
-    assert cooldown.checkpoints is not None
+    assert scratch.checkpoints is not None
+    assert branch.checkpoints is not None
     jobs = [
         (pretrain.train.job_name, 0.0, 50.0),  # a failed first attempt counts too
         (pretrain.train.job_name, 50.0, 110.0),
-        (pretrain.checkpoints.instances[2]["job_name"], 110.0, 140.0),
-        (cooldown.train.job_name, 80.0, 120.0),
-        (cooldown.checkpoints.instances[0]["job_name"], 120.0, 170.0),
+        (pretrain.checkpoints.instances[0]["job_name"], 110.0, 140.0),
+        (scratch.train.job_name, 0.0, 30.0),
+        (scratch.checkpoints.instances[0]["job_name"], 30.0, 40.0),
+        (branch.train.job_name, 110.0, 150.0),
+        (branch.checkpoints.instances[0]["job_name"], 150.0, 200.0),
         (other.phases[0].train.job_name, 0.0, 1000.0),
     ]
-    # pretrain chain: 110 + 30 = 140; cooldown_12K: 110 * 40/60 + 40 + 50 = 163.3; cooldown_8K: 110/3.
-    assert round(critical_path_seconds([dag], jobs), 1) == 163.3
+    # pretrain chain: 110 + 30 = 140; cooldown_36K: 110 * 100/100 + 40 + 50 = 200; cooldown_12K: 0 + 30 + 10.
+    assert critical_path_seconds([dag], jobs) == 200.0
+    # Without the branch: the pretraining's chain.
+    assert critical_path_seconds([dag], jobs[:3]) == 140.0
+
+
+def test_the_answer_s_budget_is_ten_times_the_largest_planned_cell() -> None:
+    plans, settings = load_plans(REPO / "config" / "demo.yaml")
+    dags = [plan_dag(plan, settings) for plan in plans]
+    budget = driver.answer_budget(dags)
+    assert budget == float(f"{budget:.0e}")  # one significant figure
+    largest = max(6.0 * s.params * p.tokens for s in experiment_specs(dags) for p in s.phases)
+    assert 5 * largest <= budget <= 15 * largest

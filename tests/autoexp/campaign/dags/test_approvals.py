@@ -21,7 +21,7 @@ from autoexp.campaign.dags.factory import build_dags
 from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
-ALL = ["pretrain", "cooldown_8K", "cooldown_12K"]
+ALL = ["pretrain", "cooldown_16K", "cooldown_24K"]
 
 
 class _Ti:
@@ -76,7 +76,7 @@ def test_above_it_the_request_names_the_experiment_and_the_cooldowns_estimate(
     approve.execute({"params": {"phases": ALL}})
     [(subject, body)] = requests
     estimate = approve.gate_plan.estimate(ALL)
-    assert subject == f"Start the cooldowns of demo_tiny_lr0.003_bs4: {estimate.question}?"
+    assert subject == f"Start the cooldowns of demo_tiny_lr0.002_bs4: {estimate.question}?"
     assert body is not None
     head, blank, *bullets = body.splitlines()
     assert (head, blank) == (estimate.text.splitlines()[0], "")
@@ -85,7 +85,7 @@ def test_above_it_the_request_names_the_experiment_and_the_cooldowns_estimate(
     assert "for 2 training(s)" in body
     # A run that drives one cooldown is asked about that one.
     requests.clear()
-    approve.execute({"params": {"phases": ["pretrain", "cooldown_12K"]}})
+    approve.execute({"params": {"phases": ["pretrain", "cooldown_24K"]}})
     assert "for 1 training(s)" in str(requests[0][1])
 
 
@@ -99,7 +99,7 @@ def test_reject_or_no_answer_skips_the_cooldown_trainings_only(
     with pytest.raises(DownstreamTasksSkipped) as skipped:
         approve.execute_complete(_context(approve), _answer(option, by))
     # Their checkpoint waits see the skipped training and end skipped; their conversions follow.
-    assert sorted(skipped.value.tasks) == ["cooldown_12K.train", "cooldown_8K.train"]
+    assert sorted(skipped.value.tasks) == ["cooldown_16K.train", "cooldown_24K.train"]
 
 
 def test_approve_lets_the_cooldowns_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,8 +28,8 @@ def test_the_form_has_one_multi_select_per_axis_and_defaults_to_everything() -> 
     # ``examples`` on an array Param is what makes Airflow's form draw a multi-select.
     assert schemas["LR"] == {
         "type": "array",
-        "items": {"type": "string", "enum": ["0.003", "0.01"]},
-        "examples": ["0.003", "0.01"],
+        "items": {"type": "string", "enum": ["0.002", "0.006", "0.018"]},
+        "examples": ["0.002", "0.006", "0.018"],
         "title": "LR",
     }
     assert dag.params.get_param("LR").description == (
@@ -62,7 +62,7 @@ def test_one_mapped_trigger_per_experiment_named_by_it() -> None:
 def test_select_turns_the_params_into_one_trigger_per_experiment() -> None:
     params: dict[str, Any] = {"EXPERIMENTS": ["small"], "filters": "PHASE=PRETRAIN", "wait": True}
     chosen = select_task(str(DEMO), AXES, params)
-    note = "triggered by autoexp_campaign_demo: slice EXPERIMENTS=small PHASE=PRETRAIN: 2 experiment(s)"
+    note = "triggered by autoexp_campaign_demo: slice EXPERIMENTS=small PHASE=PRETRAIN: 3 experiment(s)"
     assert chosen == [
         {
             "trigger_dag_id": dag_id,
@@ -70,7 +70,11 @@ def test_select_turns_the_params_into_one_trigger_per_experiment() -> None:
             "wait_for_completion": True,
             "note": note,
         }
-        for dag_id in ("demo_demo_small_lr0.003_bs4", "demo_demo_small_lr0.01_bs4")
+        for dag_id in (
+            "demo_demo_small_lr0.002_bs4",
+            "demo_demo_small_lr0.006_bs4",
+            "demo_demo_small_lr0.018_bs4",
+        )
     ]
 
 
@@ -85,7 +89,7 @@ def test_the_dag_file_registers_it_next_to_the_experiments() -> None:
     namespace: dict[str, Any] = {}
     ids = register(namespace, [DEMO])
     assert ids[-2:] == ["autoexp_campaign_demo", "autoexp_campaign_report_demo"]
-    assert len(ids) == 4 + 2  # the demo's experiments, its trigger DAG and its report DAG
+    assert len(ids) == 9 + 2  # the demo's experiments, its trigger DAG and its report DAG
 
 
 class _Ti:

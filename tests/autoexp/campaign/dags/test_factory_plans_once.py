@@ -37,7 +37,7 @@ def test_each_config_is_planned_once_per_parse(monkeypatch: pytest.MonkeyPatch) 
     campaign = {campaign_dag_id(DEMO), campaign_report_dag_id(DEMO)}
     assert campaign <= set(ids)
     experiments = [namespace[i] for i in ids if i not in campaign]
-    assert len(experiments) == 4
+    assert len(experiments) == 9  # config/demo.yaml: 3 sizes x 3 learning rates
     assert len(campaigns) == 1
     # One DAG plan per experiment: one call per phase of each (a phase is a task group of its DAG).
     groups = sum(len(dag.task_group.children) - 2 for dag in experiments)  # less stage and report

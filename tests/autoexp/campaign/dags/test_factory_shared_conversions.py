@@ -1,5 +1,6 @@
 """`airflow.share_conversion_jobs`: every mapped conversion of a phase submits the same job (name, log,
-environment), each still its own task judged by its own checkpoint; off, each its own job."""
+environment), each still its own task judged by its own checkpoint; off, each its own job. On the
+reduced demo (its pretraining saves 2 checkpoints; the setting off, as by default)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ from slurm_operator.operators.slurm import SlurmOperator
 
 from autoexp.campaign.configs.cache import CACHE_ENV
 from autoexp.campaign.dags.factory import build_dags
-
-DEMO = Path(__file__).resolve().parents[4] / "config" / "demo.yaml"
+from tests.e2e.campaign import reduced_config
 
 
 def _dag(overrides: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DAG:
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
-    return build_dags(DEMO, overrides)[0]
+    return build_dags(reduced_config(tmp_path), overrides)[0]
 
 
 def _conversions(dag: DAG) -> list[tuple[SlurmOperator, list[dict[str, Any]]]]:

@@ -9,9 +9,10 @@ from autoexp.campaign.planning import campaign_slice as cs
 from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
-TINY = ("demo_demo_tiny_lr0.003_bs4", "demo_demo_tiny_lr0.01_bs4")
-SMALL = ("demo_demo_small_lr0.003_bs4", "demo_demo_small_lr0.01_bs4")
-ALL_PHASES = ("pretrain", "cooldown_8K", "cooldown_12K")
+TINY = ("demo_demo_tiny_lr0.002_bs4", "demo_demo_tiny_lr0.006_bs4", "demo_demo_tiny_lr0.018_bs4")
+SMALL = ("demo_demo_small_lr0.002_bs4", "demo_demo_small_lr0.006_bs4", "demo_demo_small_lr0.018_bs4")
+MEDIUM = ("demo_demo_medium_lr0.002_bs4", "demo_demo_medium_lr0.006_bs4", "demo_demo_medium_lr0.018_bs4")
+ALL_PHASES = ("pretrain", "cooldown_16K", "cooldown_24K")
 
 
 @pytest.fixture(scope="module")
@@ -35,26 +36,27 @@ def test_pick_lists_offer_the_axes_that_vary() -> None:
     choices = cs.axis_choices(cs.slice_table(plans, axes, settings.keys), axes)
     # BIAS and DATASET have one value each: nothing to pick.
     assert choices == {
-        "EXPERIMENTS": ["tiny", "small"],
-        "LR": ["0.003", "0.01"],
+        "EXPERIMENTS": ["tiny", "small", "medium"],
+        "LR": ["0.002", "0.006", "0.018"],
         "PHASE": ["PRETRAIN", "COOLDOWN"],
         "MODE": ["TRAIN", "CONVERT_EVAL"],
-        "CD_SCALE": ["8K", "12K"],
+        "CD_SCALE": ["16K", "24K"],
     }
 
 
 def test_no_filter_is_the_whole_campaign(table: list[dict[str, object]]) -> None:
-    assert _picked(table, "") == [(d, ALL_PHASES) for d in (*TINY, *SMALL)]
+    assert _picked(table, "") == [(d, ALL_PHASES) for d in (*TINY, *SMALL, *MEDIUM)]
 
 
 def test_filters_select_experiments_and_phases(table: list[dict[str, object]]) -> None:
     assert _picked(table, "EXPERIMENTS=tiny") == [(d, ALL_PHASES) for d in TINY]
-    assert _picked(table, "LR=0.01 PHASE=COOLDOWN") == [
-        (TINY[1], ("cooldown_8K", "cooldown_12K")),
-        (SMALL[1], ("cooldown_8K", "cooldown_12K")),
+    assert _picked(table, "LR=0.006 PHASE=COOLDOWN") == [
+        (TINY[1], ("cooldown_16K", "cooldown_24K")),
+        (SMALL[1], ("cooldown_16K", "cooldown_24K")),
+        (MEDIUM[1], ("cooldown_16K", "cooldown_24K")),
     ]
-    assert _picked(table, "CD_SCALE=12K EXPERIMENTS=small,tiny") == [
-        (d, ("cooldown_12K",)) for d in (*TINY, *SMALL)
+    assert _picked(table, "CD_SCALE=24K EXPERIMENTS=small,tiny") == [
+        (d, ("cooldown_24K",)) for d in (*TINY, *SMALL)
     ]
     # Any variable, as on the command line (MODEL is not an axis of the demo).
     assert _picked(table, "MODEL=small PHASE=PRETRAIN") == [(d, ("pretrain",)) for d in SMALL]
@@ -74,11 +76,10 @@ def test_pick_lists_and_text_merge_and_an_empty_pick_means_all() -> None:
 
 
 def test_the_summary_names_every_triggered_experiment(table: list[dict[str, object]]) -> None:
-    filters = cs.parse_filter_text("EXPERIMENTS=tiny CD_SCALE=8K")
+    filters = cs.parse_filter_text("EXPERIMENTS=tiny CD_SCALE=16K")
     text = cs.summary(cs.select_slice(table, filters), filters)
     assert text.splitlines() == [
-        "slice EXPERIMENTS=tiny CD_SCALE=8K: 2 experiment(s)",
-        f"  {TINY[0]}: cooldown_8K",
-        f"  {TINY[1]}: cooldown_8K",
+        "slice EXPERIMENTS=tiny CD_SCALE=16K: 3 experiment(s)",
+        *(f"  {dag_id}: cooldown_16K" for dag_id in TINY),
     ]
     assert cs.campaign_dag_id(DEMO) == "autoexp_campaign_demo"

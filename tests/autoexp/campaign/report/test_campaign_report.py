@@ -185,9 +185,9 @@ def test_report_dir_rule() -> None:
 def test_specs_of_the_demo_config() -> None:
     plans, settings = load_plans(ROOT / "config" / "demo.yaml")
     specs = cr.experiment_specs([plan_dag(p, settings) for p in plans])
-    assert len(specs) == 4
+    assert len(specs) == 9
     assert sorted((s.axes["MODEL"], s.axes["LR"]) for s in specs) == sorted(
-        (m, lr) for m in ("tiny", "small") for lr in {s.axes["LR"] for s in specs}
+        (m, lr) for m in ("tiny", "small", "medium") for lr in ("0.002", "0.006", "0.018")
     )
     first = specs[0]
     assert next(p.key for p in first.phases) == "pretrain"
