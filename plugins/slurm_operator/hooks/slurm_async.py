@@ -10,6 +10,7 @@ import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -26,6 +27,12 @@ from slurm_operator.model.exceptions import (
 from slurm_operator.model.records import CommandResult, JobRecord, JobStates, LogChunk, RemoteStat
 from slurm_operator.model.states import ACTIVE_STATES
 from slurm_operator.remote import commands, log_window, parsers
+
+# The SSH provider's async hook checks host keys unless told not to only from providers-ssh 7 (which needs
+# Python 3.11): 6.x, the newest on Python 3.10, skips the check when the connection's extra does not say
+# `no_host_key_check`, and then refuses a pinned `host_key`. There a direct connection that does not
+# say is opened by the route code instead, which checks known_hosts and host_key as the sync hook does.
+PROVIDER_CHECKS_HOST_KEYS = int(metadata.version("apache-airflow-providers-ssh").split(".")[0]) >= 7
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
@@ -120,7 +127,8 @@ class AsyncSlurmHook:
         names a jump host. Connection, key and certificate are read now, so a renewal counts here."""
         try:
             conn = await get_async_connection(self.ssh_conn_id)
-            route = ssh_route.route_for(conn)
+            says = PROVIDER_CHECKS_HOST_KEYS or "no_host_key_check" in (conn.extra_dejson or {})
+            route = ssh_route.route_for(conn, direct=not says)
         except SlurmConnectionError:
             raise
         except Exception as exc:  # the provider raises bare errors for missing or bad connections

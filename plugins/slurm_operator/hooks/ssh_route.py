@@ -98,8 +98,9 @@ def parse_jumps(spec: str, default_user: str, config: paramiko.SSHConfig | None 
     return tuple(hops)
 
 
-def route_for(conn: Any) -> Route | None:
-    """The route of an Airflow connection, or None when it names no jump host (a direct connection)."""
+def route_for(conn: Any, *, direct: bool = False) -> Route | None:
+    """The route of an Airflow connection, or None when it names no jump host (a direct connection);
+    with ``direct``, a direct connection's route too (no jumps, its host key checked the same way)."""
     extra: Mapping[str, Any] = conn.extra_dejson or {}
     user = conn.login or ""
     spec = str(extra.get("proxy_jump") or "").strip()
@@ -111,13 +112,13 @@ def route_for(conn: Any) -> Route | None:
         except OSError as exc:
             raise RouteError(f"ssh_config {path}: {exc.strerror}") from exc
         spec = spec or str(config.lookup(conn.host).get("proxyjump", "")).strip()
-    if not spec or spec.lower() == "none":
+    if (not spec or spec.lower() == "none") and not direct:
         return None
     if str(extra.get("no_host_key_check", "false")).lower() == "true":
         raise RouteError("no_host_key_check is refused with a jump host: host keys are checked on every hop")
     key_file = extra.get("key_file")
     return Route(
-        jumps=parse_jumps(spec, user, config),
+        jumps=parse_jumps(spec, user, config) if spec and spec.lower() != "none" else (),
         target=Hop(user, conn.host, int(conn.port or 22)),
         key_file=os.path.expanduser(str(key_file)) if key_file else None,
         known_hosts=os.path.expanduser(str(extra.get("known_hosts") or "~/.ssh/known_hosts")),
