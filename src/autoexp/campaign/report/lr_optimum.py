@@ -272,10 +272,10 @@ def law_text(data: Mapping[str, Any]) -> list[str]:
         lines.append(str(data["missing"]))
     else:
         ivs = data["intervals"]
-        law = f"{name}*(N, D) = {data['coefficient']:.3g} * N^{data['exponent_n']:.3f}"
+        law = f"{name}*(N, D) = {data['coefficient']:.3g} * N^{_number(data['exponent_n'], '.3f')}"
         parts = [f"a in {_interval(ivs.get('exponent_n'), '.3f')}"]
         if data["exponent_d"] is not None:
-            law += f" * D^{data['exponent_d']:.3f}"
+            law += f" * D^{_number(data['exponent_d'], '.3f')}"
             parts.append(f"b in {_interval(ivs.get('exponent_d'), '.3f')}")
         else:
             law = law.replace("(N, D)", "(N)") + f" at D = {data['law_tokens']:.3g}"
@@ -298,4 +298,11 @@ def law_text(data: Mapping[str, Any]) -> list[str]:
 
 
 def _interval(value: Sequence[float] | None, spec: str) -> str:
-    return f"[{value[0]:{spec}}, {value[1]:{spec}}]" if value else "[no interval]"
+    return f"[{_number(value[0], spec)}, {_number(value[1], spec)}]" if value else "[no interval]"
+
+
+def _number(value: float, spec: str) -> str:
+    """``value`` in ``spec``, without the sign of one that rounds to zero: an exponent fitted as zero up
+    to rounding noise, whose sign differs between numpy and scipy releases, reads 0.000, not -0.000."""
+    text = f"{value:{spec}}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text

@@ -156,3 +156,20 @@ def test_runs_are_compared_at_equal_values_of_the_other_hyperparameter() -> None
     ]
     (found,) = optima([*worse, *good])
     assert (found.other, found.optimum) == (256, pytest.approx(1e-3))
+
+
+def test_an_exponent_that_is_zero_up_to_rounding_noise_reads_without_a_sign() -> None:
+    # numpy 2.5 / scipy 1.18 (the Airflow 3.2, Python 3.12 venv of scripts/check-airflow-matrix) fit a
+    # noise-free grid's D exponent as a tiny negative number, numpy 2.4 / scipy 1.17 as zero or above.
+    data = {
+        "hyperparameter": "lr",
+        "coefficient": 0.3,
+        "exponent_n": -0.25,
+        "exponent_d": -4e-12,
+        "intervals": {"exponent_n": [-0.25, -0.25], "exponent_d": [-4e-12, 3e-12], "coefficient": [0.3, 0.3]},
+        "points": [],
+    }
+    assert law_text(data) == [
+        "LR*(N, D) = 0.3 * N^-0.250 * D^0.000 (a in [-0.250, -0.250], b in [0.000, 0.000], c in [0.3, 0.3]; "
+        "95%, 0 optima)"
+    ]
