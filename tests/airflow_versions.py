@@ -1,7 +1,7 @@
 """What the tests reach in Airflow that moved between 3.1, 3.2 and 3.3, in one place.
 
-The product's own version differences are in ``slurm_operator.airflow_internals`` and
-``slurm_operator.airflow_internals``; these are the tests' (serializing a DAG, a DagBag).
+The product's own version differences are in ``slurm_operator.airflow_internals``; these are the
+tests' (serializing a DAG, a DagBag, the exception a skip raises).
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ except ImportError:  # Airflow 3.1
         SerializedDAG as DagSerialization,
     )
 
-__all__ = ["AIRFLOW_VERSION", "DagSerialization", "dag_bag"]
+try:  # Airflow 3.2+ (3.1's name is a deprecated alias there: the same class)
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import DownstreamTasksSkipped  # type: ignore[attr-defined,no-redef,unused-ignore]
+
+__all__ = ["AIRFLOW_VERSION", "DagSerialization", "DownstreamTasksSkipped", "dag_bag"]
 
 
 def dag_bag(folder: Path) -> Any:

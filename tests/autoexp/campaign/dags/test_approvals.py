@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk.exceptions import DownstreamTasksSkipped
 
 from autoexp.campaign.configs.cache import CACHE_ENV
 from autoexp.campaign.dags.approvals import CooldownApproval
 from autoexp.campaign.dags.factory import build_dags
+from tests.airflow_versions import DownstreamTasksSkipped
 from tests.support.checkout import REPO_ROOT
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"

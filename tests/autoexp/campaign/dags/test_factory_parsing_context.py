@@ -37,6 +37,11 @@ _CAMPAIGN_MODULES = (
 )
 
 
+def _probed(stdout: str) -> list[str]:
+    """The probe's own lines (Airflow 3.2 logs to stdout too, at import)."""
+    return [line.removeprefix("probe: ") for line in stdout.splitlines() if line.startswith("probe: ")]
+
+
 def test_a_task_process_of_an_experiment_skips_the_campaign_dags_and_their_imports() -> None:
     experiment = build_dags(DEMO)[1].dag_id
     # A fresh interpreter: this one may have imported the campaign modules for other tests.
@@ -45,19 +50,19 @@ def test_a_task_process_of_an_experiment_skips_the_campaign_dags_and_their_impor
         "from autoexp.campaign.dags.factory import register\n"
         "ns = {}\n"
         f"register(ns, [__import__('pathlib').Path({str(DEMO)!r})])\n"
-        "print(sorted(k for k, v in ns.items() if k.startswith('autoexp_campaign')))\n"
-        f"print([m for m in {_CAMPAIGN_MODULES!r} + ('scipy.optimize',) if m in sys.modules])\n"
+        "print('probe:', sorted(k for k, v in ns.items() if k.startswith('autoexp_campaign')))\n"
+        f"print('probe:', [m for m in {_CAMPAIGN_MODULES!r} + ('scipy.optimize',) if m in sys.modules])\n"
     )
     env = {**os.environ, _AIRFLOW_PARSING_CONTEXT_DAG_ID: experiment}
     got = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert got.stdout.splitlines() == ["[]", "[]"], got.stderr[-2000:]
+    assert _probed(got.stdout) == ["[]", "[]"], got.stderr[-2000:]
     # The campaign's own DAGs are built in their own task processes and by the DAG processor.
     for dag_id in (campaign_dag_id(DEMO), campaign_report_dag_id(DEMO)):
         env[_AIRFLOW_PARSING_CONTEXT_DAG_ID] = dag_id
         got = subprocess.run(
             [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
         )
-        assert got.stdout.splitlines()[0] == repr([dag_id]), got.stderr[-2000:]
+        assert _probed(got.stdout)[0] == repr([dag_id]), got.stderr[-2000:]
     namespace: dict[str, object] = {}
     register(namespace, [DEMO])
     assert {campaign_dag_id(DEMO), campaign_report_dag_id(DEMO)} <= set(namespace)
