@@ -1,36 +1,38 @@
-"""Reduced demo (one experiment, one cooldown budget) through a real scheduler + triggerer over REST."""
+"""The README's main job: the shipped config/demo.yaml run by the demo's own driver
+(scripts/lib/campaign_run.py, what scripts/demo runs once its services are up) on the session's local
+Slurm cluster and a real Airflow stack (scheduler + triggerer, LocalExecutor, PostgreSQL), with the
+campaign folder in a temporary folder (AUTOEXP_DEMO_DIR). Checked: every experiment succeeds, the
+printout gives the campaign's answer (the fit with its intervals, the compute-optimal N, D, the
+held-out check's line, the optimal-LR law), and the Campaigns page of that real campaign shows the
+same in headless Chromium with every plot the report lists served (screenshots kept as the other
+browser tests keep theirs).
+
+One fault is folded into the run: the first experiment's pretraining task is cleared while its Slurm
+job runs; its next try must re-attach to the recorded job, not submit another.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
+import re
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
 
-from tests.e2e.campaign import (
-    DAG_ID,
-    demo_job_names,
-    job_name,
-    prepare_data,
-    reduced_config,
-    sacct_names,
-    start_stack,
-)
+from tests.e2e.campaign import DEMO, job_name, prepare_data, sacct_names, start_stack
+from tests.e2e.test_ui_browser import Ui, _browser
 from tests.scripts.test_campaign_run import driver
 
 pytestmark = [pytest.mark.slurm, pytest.mark.airflow, pytest.mark.ml, pytest.mark.slow]
 
-
-@pytest.fixture
-def campaign(tmp_path: Path, slurm_cluster: Any, airflow_stack_factory: Any) -> dict[str, Any]:
-    demo_dir = tmp_path / "campaign"
-    prepare_data(demo_dir, slurm_cluster)
-    config = reduced_config(tmp_path)
-    stack = start_stack(airflow_stack_factory, config, demo_dir)
-    return {"stack": stack, "dir": demo_dir, "cluster": slurm_cluster, "config": config}
+EXPERIMENTS = 9  # config/demo.yaml: 3 model sizes x 3 learning rates
+DAG_ID = "demo_demo_tiny_lr0.002_bs4"  # its first experiment: the one whose training is cleared
+TIMEOUT = 2400  # the driver's wait for every experiment (scripts/demo's default is 1800 s)
 
 
 def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> list[str]:
@@ -45,121 +47,145 @@ def wait_for_jobs(cluster: Any, pattern: str, state: str, timeout: float) -> lis
         time.sleep(1)
 
 
-@pytest.mark.timeout(1500)  # the campaign report runs after the experiment
-def test_reduced_demo_runs_to_success_and_reattaches_after_clear(
-    campaign: dict[str, Any], capsys: pytest.CaptureFixture[str]
-) -> None:
-    stack, demo_dir, cluster = campaign["stack"], campaign["dir"], campaign["cluster"]
-    run_id = stack.trigger(DAG_ID, {"phases": ["pretrain", "cooldown_8K"], "max_attempts": 3}, timeout=300)
-    # Fault: clear the pretrain task while its Slurm job runs; the retry must re-attach, not resubmit.
-    stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=300)
+def clear_while_running(stack: Any, cluster: Any, demo_dir: Path) -> tuple[str, str]:
+    """Clear DAG_ID's pretraining task once its Slurm job runs; -> (run id, the job's sacct line)."""
+    run_id = stack.poll(
+        f"the campaign to start {DAG_ID}",
+        lambda: next((r["dag_run_id"] for r in stack.api("GET", f"dags/{DAG_ID}/dagRuns")["dag_runs"]), None),
+        600,
+        2,
+    )
+    stack.wait_task_state(DAG_ID, run_id, "pretrain.train", {"deferred"}, timeout=600)
     # This campaign's job only: other tests of the session leave pretrain.train jobs in accounting too
     # (names are the same in every run of a DAG, and differ by campaign folder).
-    train_job = job_name(campaign["config"], demo_dir)
-    before = wait_for_jobs(cluster, train_job, "RUNNING", timeout=120)
+    before = wait_for_jobs(cluster, job_name(DEMO, demo_dir, dag_id=DAG_ID), "RUNNING", timeout=300)
     assert len(before) == 1, before
     stack.api(
         "POST",
         f"dags/{DAG_ID}/clearTaskInstances",
         {"dag_run_id": run_id, "task_ids": ["pretrain.train"], "only_failed": False, "dry_run": False},
     )
-    state = stack.wait_run(DAG_ID, run_id, timeout=900, poll=5)
-    assert state == "success", stack.task_states(DAG_ID, run_id)
-    # The checkpoint waits ran in the triggerer only: no task process started or resumed them
-    # (docs/performance.md); the Slurm tasks ran in task processes.
-    tis = stack.api("GET", f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
-    waits = [
-        t for t in tis if t["task_id"].endswith("wait") or t["task_id"].endswith("wait_branch_checkpoint")
-    ]
-    assert len(waits) == 4, tis  # the branch point and the 3 checkpoints of the phases run
-    assert all((t["state"], t["pid"], t["hostname"]) == ("success", None, "") for t in waits), waits
-    assert all(t["pid"] for t in tis if t["task_id"].endswith("convert_eval") and t["state"] == "success")
-    wait_log = stack.task_log(DAG_ID, run_id, "pretrain.checkpoints.wait")
-    assert "started by the scheduler: waits for iteration" in wait_log, wait_log[-3000:]
-    # The cleared task's next try found the job it had recorded; the trigger's on_kill left it running.
-    retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
-    assert "re-attaching to recorded Slurm job" in retry_log
-    after = sacct_names(cluster, train_job)
-    assert after == [before[0].rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
-    run_dir = demo_dir / "runs" / "demo_tiny_lr0.003_bs4"
-    for results in (
-        run_dir / "eval_results/iter_20/results.json",
-        run_dir / "eval_results/iter_40/results.json",
-        run_dir / "cooldown_s8K/eval_results/iter_32/results.json",
-    ):
-        assert json.loads(results.read_text())["results"], results
-    report = run_dir / "report"
-    assert (report / "report.csv").read_text().count("\n") == 4  # header + 3 checkpoints
-    assert (report / "score_vs_tokens.png").stat().st_size > 0
-    check_campaign_report(campaign, capsys)
+    return run_id, before[0]
 
 
-def sacct_hours(cluster: Any, names: list[str]) -> tuple[float, list[str]]:
-    """Sum of elapsed x allocated CPUs (no GPU on the local cluster) over sacct's rows for ``names``,
-    computed here apart from the report's code; also each row's state."""
-    out = subprocess.run(
-        ["sacct", "-X", "-D", "-n", "-P", "-o", "JobName,Elapsed,AllocTRES,State", "-S", "2024-01-01",
-         f"--name={','.join(names)}"],
-        capture_output=True, text=True, check=True, env=cluster.env(), timeout=60,
-    ).stdout  # fmt: skip
-    total, states = 0.0, []
-    for line in out.splitlines():
-        name, elapsed, tres, state = line.split("|")
-        days, _, clock = elapsed.rpartition("-")
-        h, m, sec = ([0, *map(int, clock.split(":"))])[-3:]
-        cpus = next(int(v.split("=")[1]) for v in tres.split(",") if v.startswith("cpu="))
-        total += ((int(days or 0) * 24 + h) * 3600 + m * 60 + sec) * cpus / 3600
-        states.append(f"{name}|{state}")
-    return total, states
+@pytest.mark.timeout(TIMEOUT + 900)
+def test_the_shipped_demo_prints_the_campaigns_answer_and_shows_it_on_the_campaigns_page(
+    tmp_path: Path,
+    slurm_cluster: Any,
+    airflow_stack_factory: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    demo_dir = tmp_path / "campaign"
+    prepare_data(demo_dir, slurm_cluster, docs=None)  # as scripts/demo prepares it
+    stack = start_stack(airflow_stack_factory, DEMO, demo_dir)
+    # The driver's environment as scripts/demo gives it: the campaign folder, Airflow's home (the
+    # report's folder), the cluster's sacct; no login token (every user is admin on this stack).
+    for key, value in {**slurm_cluster.env(), "AUTOEXP_DEMO_DIR": str(demo_dir)}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AIRFLOW_HOME", stack.env()["AIRFLOW_HOME"])
+    monkeypatch.delenv("AUTOEXP_DEMO_TOKEN", raising=False)
+    started = time.monotonic()
+    result: dict[str, Any] = {}
 
+    def run_driver() -> None:
+        try:
+            result["rc"] = driver.main(
+                ["--port", str(stack.port), "--config", str(DEMO), "--timeout", str(TIMEOUT)]
+            )
+        except BaseException as exc:  # handed to the test's thread below
+            result["error"] = exc
 
-def check_campaign_report(campaign: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    """The experiment's report Asset refreshed the campaign report; a run on demand then matches sacct."""
-    stack, cluster, config = campaign["stack"], campaign["cluster"], campaign["config"]
-    report_dag = f"autoexp_campaign_report_{config.stem}"
-
-    def asset_run() -> str | None:
-        runs = stack.api("GET", f"dags/{report_dag}/dagRuns")["dag_runs"]
-        done = [r for r in runs if r["run_type"] == "asset_triggered" and r["state"] in ("success", "failed")]
-        return str(done[0]["state"]) if done else None
-
-    assert stack.poll(f"an asset-triggered run of {report_dag}", asset_run, 300, 5) == "success"
-    names = demo_job_names(config, campaign["dir"])
-    # Accounting has every job ended (slurmdbd lags), then the report is asked for on demand.
-    ended = ("|COMPLETED", "|FAILED", "|CANCELLED", "|TIMEOUT")
-    stack.poll(
-        "sacct to show every demo job ended",
-        lambda: all(s.endswith(ended) for s in sacct_hours(cluster, names)[1]) or None,
-        120,
-        2,
-    )
-    # What the demo does once its experiments ended (scripts/lib/campaign_run.py): ask for the
-    # report, then print its table, the fit or why there is none, and the GPU-hours.
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_HOME", stack.env()["AIRFLOW_HOME"])
-        run_id = driver.print_campaign_report(driver.Api(stack.port), config, {"budgets": [1e18]}, 300)
-    assert run_id is not None
+    thread = threading.Thread(target=run_driver, name="demo-driver", daemon=True)
+    thread.start()
+    run_id, before = clear_while_running(stack, slurm_cluster, demo_dir)
+    thread.join(TIMEOUT + 600)
+    assert not thread.is_alive(), "the demo's driver did not return"
+    if "error" in result:
+        raise result["error"]
     printed = capsys.readouterr().out
-    assert f"== campaign {config.stem}" in printed, printed
-    assert "scaling-law fit: none: " in printed, printed  # one model size, one budget: no fit
-    expected, states = sacct_hours(cluster, names)
-    assert len(states) >= len(names), states
-    out_dir = Path(stack.env()["AIRFLOW_HOME"]) / "autoexp-reports" / config.stem
-    assert f"report: {out_dir / 'index.html'}" in printed, printed
+    with capsys.disabled():
+        print(f"\n[shipped demo: driver {time.monotonic() - started:.0f} s]\n{printed}")
+    assert result["rc"] == 0, printed
+
+    # The fault: the cleared task's next try found the job it had recorded (the trigger's on_kill left
+    # it running) and the job ran to its end once; the checkpoint waits ran in the triggerer only.
+    retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
+    assert "re-attaching to recorded Slurm job" in retry_log, retry_log[-3000:]
+    after = sacct_names(slurm_cluster, job_name(DEMO, demo_dir, dag_id=DAG_ID))
+    assert after == [before.rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
+    tis = stack.api("GET", f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
+    waits = [t for t in tis if t["task_id"].endswith(("wait", "wait_branch_checkpoint"))]
+    assert waits, tis
+    assert all((t["state"], t["pid"], t["hostname"]) == ("success", None, "") for t in waits), waits
+
+    check_printout(printed)
+    out_dir = Path(stack.env()["AIRFLOW_HOME"]) / "autoexp-reports" / DEMO.stem
     data = json.loads((out_dir / "campaign.json").read_text())
-    (experiment,) = data["experiments"]
-    assert experiment["dag_id"] == DAG_ID
-    assert {k: c["state"] for k, c in experiment["cells"].items()} == {
-        "pretrain": "done",
-        "cooldown_8K": "done",
-    }
-    assert all(c["final_loss"] > 0 for c in experiment["cells"].values())
-    assert data["gpu_hours"]["total"] == pytest.approx(expected, rel=1e-9)
-    assert experiment["gpu_hours"] == pytest.approx(expected, rel=1e-9)
-    assert data["fit"]["missing"].startswith("no fit: 2 points, 1 model sizes")
-    for name in ("grid.csv", "gpu_hours.csv", "index.html", *data["plots"]):
-        assert (out_dir / name).stat().st_size > 0, name
-    assert len(data["plots"]) >= 3
-    assert "data:image/png;base64," in (out_dir / "index.html").read_text()
-    log = stack.task_log(report_dag, run_id, "campaign_report")
-    assert f"campaign {config.stem} (" in log
+    assert len(data["experiments"]) == EXPERIMENTS
+    assert all(c["state"] == "done" for e in data["experiments"] for c in e["cells"].values())
+    check_campaigns_page(stack, tmp_path / "screenshots", data)
+
+
+def check_printout(printed: str) -> None:
+    """The campaign's answer as scripts/demo prints it (``answer_text``), after the grid."""
+    assert f"== campaign {DEMO.stem}" in printed, printed
+    assert "scaling-law fit:\n" in printed, printed
+    assert re.search(r"\d+ points, \d+ bootstrap resamples \(95% intervals\)", printed), printed
+    for name in ("E", "A", "alpha", "B", "beta"):  # each parameter with its bootstrap interval
+        assert re.search(rf"^ *{name} = \S+  \[\S+, \S+\]  starts ", printed, re.M), (name, printed)
+    budget = r"C = \S+ FLOPs: N_opt = \S+ \[\S+, \S+\], D_opt = \S+ \[\S+, \S+\] \(compute-optimal, 95%\)"
+    assert re.search(budget, printed), printed
+    # 3 sizes: the held-out check says in one line why there is none (it needs 4).
+    assert "held-out check: 3 sizes: too few to hold the largest out; needs >= 4" in printed, printed
+    assert re.search(r"^LR\*\(N(, D)?\) = \S+ \* N\^\S+.*\(a in \[", printed, re.M), printed
+    assert re.search(r"^  N = \S+, D = \S+: LR\* = \S+ ", printed, re.M), printed  # an optimum in the sweep
+    assert "GPU-hours (CPU-hours here" in printed, printed
+    assert f"autoexp-reports/{DEMO.stem}/index.html" in printed, printed
+
+
+def _get(url: str, token: str) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return answer.status, answer.headers.get("Content-Type", ""), answer.read()
+
+
+def check_campaigns_page(stack: Any, shots: Path, data: dict[str, Any]) -> None:
+    """The Campaigns page of the real campaign: the fit, the LR law, every plot the report lists."""
+    base = f"http://127.0.0.1:{stack.port}"
+    with urllib.request.urlopen(f"{base}/auth/token", timeout=60) as answer:  # every user is admin
+        token = json.loads(answer.read())["access_token"]
+    status, _, raw = _get(f"{base}/campaigns/api/campaigns/{DEMO.stem}", token)
+    plots = json.loads(raw)["report"]["plots"]
+    assert status == 200
+    assert sorted(plots) == sorted(data["plots"]), (plots, data["plots"])
+    assert {"loss_vs_compute.png", "fit_residuals.png", "lr_parabolas.png", "lr_law.png"} <= set(plots), plots
+    for name in plots:
+        status, kind, body = _get(f"{base}/campaigns/api/campaigns/{DEMO.stem}/plots/{name}", token)
+        assert (status, kind) == (200, "image/png"), (name, status, kind)
+        assert body.startswith(b"\x89PNG"), name
+        assert len(body) > 1000, (name, len(body))
+    shots.mkdir(exist_ok=True)
+    browser = _browser()
+    try:
+        ui = Ui(stack, "", browser, shots)
+        browser.get(f"{base}/api/v2/monitor/health")
+        browser.add_cookie({"name": "_token", "value": token, "path": "/"})
+        ui.open("campaigns/")
+        body = ui.shows("scaling-law fit", "N_opt", "held-out check", "LR*(N", "LR* = ")
+        assert '{"' not in body  # words and tables, no raw JSON
+        # Every listed plot is on the page, loaded (a broken image has no natural width).
+        loaded = lambda b: all(  # noqa: E731
+            b.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img)
+            for img in b.find_elements(By.TAG_NAME, "img")
+        )
+        stack.poll("the page's plots to load", lambda: loaded(browser) or None, 60, 1)
+        shown = {img.get_attribute("alt") for img in browser.find_elements(By.TAG_NAME, "img")}
+        assert set(plots) <= shown, (plots, shown)
+        ui.screenshot("demo-campaigns-page")
+        for name in ("loss_vs_compute.png", "lr_law.png"):
+            img = browser.find_element(By.CSS_SELECTOR, f'img[alt="{name}"]')
+            browser.execute_script("arguments[0].scrollIntoView()", img)
+            ui.screenshot(f"demo-campaigns-{name.removesuffix('.png')}")
+    finally:
+        browser.quit()
