@@ -69,26 +69,26 @@ def test_the_capacity_bound_is_the_longer_of_critical_path_and_work_per_slot() -
 
 def test_critical_path_follows_pretraining_branch_points_and_cooldowns() -> None:
     plans, settings = load_plans(REPO / "config" / "demo.yaml")
-    plan = plans[0]  # pretraining 100 iterations; cooldown_12K from scratch, cooldown_36K from its end
-    assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_12K", 0), ("cooldown_36K", 100)]
+    plan = plans[0]  # pretraining 48 iterations; both cooldowns branch from its last checkpoint
+    assert [(c.key, c.start_iter) for c in plan.cooldowns] == [("cooldown_16K", 48), ("cooldown_24K", 48)]
     dag, other = plan_dag(plan, settings), plan_dag(plans[1], settings)
-    pretrain, scratch, branch = dag.phases
+    pretrain, short, long = dag.phases
     assert pretrain.checkpoints is not None
-    assert scratch.checkpoints is not None
-    assert branch.checkpoints is not None
+    assert short.checkpoints is not None
+    assert long.checkpoints is not None
     jobs = [
         (pretrain.train.job_name, 0.0, 50.0),  # a failed first attempt counts too
         (pretrain.train.job_name, 50.0, 110.0),
         (pretrain.checkpoints.instances[0]["job_name"], 110.0, 140.0),
-        (scratch.train.job_name, 0.0, 30.0),
-        (scratch.checkpoints.instances[0]["job_name"], 30.0, 40.0),
-        (branch.train.job_name, 110.0, 150.0),
-        (branch.checkpoints.instances[0]["job_name"], 150.0, 200.0),
+        (short.train.job_name, 110.0, 130.0),
+        (short.checkpoints.instances[0]["job_name"], 130.0, 140.0),
+        (long.train.job_name, 110.0, 150.0),
+        (long.checkpoints.instances[0]["job_name"], 150.0, 200.0),
         (other.phases[0].train.job_name, 0.0, 1000.0),
     ]
-    # pretrain chain: 110 + 30 = 140; cooldown_36K: 110 * 100/100 + 40 + 50 = 200; cooldown_12K: 0 + 30 + 10.
+    # pretrain chain: 110 + 30 = 140; cooldown_16K: 110 * 48/48 + 20 + 10 = 140; cooldown_24K: 110 + 40 + 50.
     assert critical_path_seconds([dag], jobs) == 200.0
-    # Without the branch: the pretraining's chain.
+    # Without the cooldowns' jobs: the pretraining's chain.
     assert critical_path_seconds([dag], jobs[:3]) == 140.0
 
 
