@@ -161,7 +161,7 @@ def test_shipped_configs_mean_the_same_from_a_bare_shell(tmp_path: Path, config:
     assert (validated.returncode, validated.stderr) == (0, "")
     assert validated.stdout.startswith(f"{path}: OK: ")
     if config == "demo.yaml":
-        shown = cli("show", str(path), "demo_tiny_lr0.003_bs4_PRETRAIN_TRAIN").stdout
+        shown = cli("show", str(path), "demo_tiny_lr0.002_bs4_PRETRAIN_TRAIN").stdout
         rows = [line.split(None, 1) for line in shown.splitlines()]
         values = {key: json.loads(rest.rsplit("  (", 1)[0]) for key, rest in rows}
         assert values["PYTHON"] == f"{ROOT}/config/../.venv/bin/python"

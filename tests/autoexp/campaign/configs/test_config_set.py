@@ -71,6 +71,6 @@ def test_ids_are_planned_once_then_read_from_the_list(
     monkeypatch.setenv("AUTOEXP_CACHE_DIR", str(tmp_path / "cache"))
     ids = claimed_ids(DEMO, 60)
     assert ids is not None
-    assert ids["demo_demo_tiny_lr0.003_bs4"] == "demo_tiny_lr0.003_bs4"
+    assert ids["demo_demo_tiny_lr0.002_bs4"] == "demo_tiny_lr0.002_bs4"
     assert len(list((tmp_path / "cache").glob("*.ids"))) == 1
     assert claimed_ids(DEMO, 0) == ids  # no wait: from the list

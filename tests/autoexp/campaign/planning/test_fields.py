@@ -51,10 +51,10 @@ def test_unknown_variable_names_file_line_and_job(tmp_path: Path, monkeypatch: p
     line = DEMO.read_text().splitlines().index("  paused: false") + 2
     assert str(info.value) == (
         f"{tmp_path / 'c.yaml'}:{line}: airflow.remote_dir: {{NOPE}} is not a variable of job "
-        "demo_tiny_lr0.003_bs4_PRETRAIN_TRAIN"
+        "demo_tiny_lr0.002_bs4_PRETRAIN_TRAIN"
     )
 
 
 def test_plain_fields_and_doubled_braces_fill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, remote_dir = _plan_remote_dir(tmp_path, monkeypatch, "{LOGS}/{{lit}}/{EXP_NAME}")
-    assert remote_dir.endswith("/.state/demo/campaign/runs/{lit}/demo_tiny_lr0.003_bs4")
+    assert remote_dir.endswith("/.state/demo/campaign/runs/{lit}/demo_tiny_lr0.002_bs4")
