@@ -62,7 +62,7 @@ def test_all_right(slurm_cluster: LocalCluster, config: Path, capsys: pytest.Cap
         "job limits",
         f"sbatch --test-only {REPO}/include/sbatch/train_container_simple.sh",
         f"sbatch --test-only {REPO}/include/sbatch/convert_eval_checkpoint.sh",
-        f"remote_dir {config.parent}/campaign/runs/demo_tiny_lr0.003_bs4/autoexp",
+        f"remote_dir {config.parent}/campaign/runs/demo_tiny_lr0.002_bs4/autoexp",
         f"TOOLS_ROOT {tools}",
         f"tools {tools}/{tools_hash()}",
     ]
