@@ -124,6 +124,11 @@ def test_the_shipped_demo_prints_the_campaigns_answer_and_shows_it_on_the_campai
     data = json.loads((out_dir / "campaign.json").read_text())
     assert len(data["experiments"]) == EXPERIMENTS
     assert all(c["state"] == "done" for e in data["experiments"] for c in e["cells"].values())
+    assert "data:image/png;base64," in (out_dir / "index.html").read_text()  # one page, plots inside
+    # Before the driver asked for it, each experiment's report Asset had refreshed the campaign report.
+    report_dag = f"autoexp_campaign_report_{DEMO.stem}"
+    refreshed = stack.api("GET", f"dags/{report_dag}/dagRuns?limit=100")["dag_runs"]
+    assert any(r["run_type"] == "asset_triggered" and r["state"] == "success" for r in refreshed), refreshed
     check_campaigns_page(stack, tmp_path / "screenshots", data)
 
 
