@@ -112,13 +112,14 @@ def route_for(conn: Any, *, direct: bool = False) -> Route | None:
         except OSError as exc:
             raise RouteError(f"ssh_config {path}: {exc.strerror}") from exc
         spec = spec or str(config.lookup(conn.host).get("proxyjump", "")).strip()
-    if (not spec or spec.lower() == "none") and not direct:
+    named = bool(spec) and spec.lower() != "none"  # a jump host named (ssh_config's "none": no jump)
+    if not named and not direct:
         return None
     if str(extra.get("no_host_key_check", "false")).lower() == "true":
         raise RouteError("no_host_key_check is refused with a jump host: host keys are checked on every hop")
     key_file = extra.get("key_file")
     return Route(
-        jumps=parse_jumps(spec, user, config) if spec and spec.lower() != "none" else (),
+        jumps=parse_jumps(spec, user, config) if named else (),
         target=Hop(user, conn.host, int(conn.port or 22)),
         key_file=os.path.expanduser(str(key_file)) if key_file else None,
         known_hosts=os.path.expanduser(str(extra.get("known_hosts") or "~/.ssh/known_hosts")),
