@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from slurm_operator.model.ledger import Attempt
 from slurm_operator.model.records import JobRecord
 
 # status values; each event is final: a trigger emits exactly one.
@@ -45,7 +44,8 @@ class SlurmEvent:
     :param slurm_state: the Slurm state name (``COMPLETED``, ``TIMEOUT``...), if known.
     :param exit_code: the job's exit code, if known.
     :param log_offset: byte offset up to which the job log / watched file has been read.
-    :param record: ``JobRecord.to_dict()`` of the final accounting row, if any.
+    :param record: the job's record as the poll parsed it, once, from Slurm's accounting row (state,
+        exit code, who cancelled it), if any; its JSON form (``JobRecord.to_dict``) in the payload.
     :param data: trigger-specific results (matched line, complete iterations...).
     :param carry: opaque JSON the deferring operator handed to the trigger, echoed back so the
         resume method has its state even where Airflow drops ``defer(kwargs=...)`` (dag.test()).
@@ -57,7 +57,7 @@ class SlurmEvent:
     slurm_state: str | None = None
     exit_code: int | None = None
     log_offset: int = 0
-    record: dict[str, Any] | None = None
+    record: JobRecord | None = None
     data: dict[str, Any] = field(default_factory=dict)
     carry: dict[str, Any] = field(default_factory=dict)
 
@@ -65,15 +65,10 @@ class SlurmEvent:
         if self.status not in STATUSES:
             raise EventSchemaError(f"event.status: {self.status!r} is not one of {sorted(STATUSES)}")
 
-    def ended(self, attempt: Attempt) -> Attempt | None:
-        """``attempt`` with its job's end as the event's ``record`` says (the sacct row the poll
-        parsed once: state, exit code, who cancelled it); None when the event carries no record.
-        ``slurm_state`` and ``exit_code`` are that record's, for readers of the bare event."""
-        return None if self.record is None else attempt.ended(JobRecord.from_dict(self.record))
-
     def to_payload(self) -> dict[str, Any]:
-        """Return the event as a plain dict for ``TriggerEvent``."""
-        return asdict(self)
+        """Return the event as a plain dict for ``TriggerEvent``. ``slurm_state`` and ``exit_code`` are
+        the record's, for readers of the bare payload."""
+        return {**asdict(self), "record": None if self.record is None else self.record.to_dict()}
 
     @classmethod
     def from_payload(cls, payload: object) -> SlurmEvent:
@@ -93,7 +88,13 @@ class SlurmEvent:
         _check(payload, "record", (dict, type(None)))
         _check(payload, "data", (dict,))
         _check(payload, "carry", (dict,))
-        return cls(**payload)
+        record = payload.get("record")
+        try:
+            # Stored by any version: fields it did not have take their defaults.
+            parsed = None if record is None else JobRecord.from_dict(record)
+        except (TypeError, ValueError) as exc:
+            raise EventSchemaError(f"event.record: not a job record: {exc}") from None
+        return cls(**{**payload, "record": parsed})
 
 
 def resume_event(event: object, task_id: str) -> SlurmEvent:

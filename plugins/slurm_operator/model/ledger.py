@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.json_form import JsonForm, json_state
 from slurm_operator.model.records import JobRecord
 from slurm_operator.model.states import SlurmState
@@ -200,6 +201,41 @@ class Ledger(JsonForm):
 
     def update_current(self, attempt: Attempt) -> None:
         self.attempts[-1] = attempt
+
+    def end_current(
+        self,
+        record: JobRecord,
+        *,
+        offset: int,
+        progress: Mapping[str, Any] | None = None,
+        fatal: str | None = None,
+        fatal_line: str = "",
+    ) -> Attempt:
+        """Record the current attempt's end: as its job's ``record`` says (the accounting row parsed
+        once, who cancelled it included), with what the wait saw (its progress; ``fatal``: the rule a
+        log line matched, and the line) and relayed (``offset``, bytes of its log); -> it."""
+        ended = self.current.ended(record).with_progress(progress)
+        if fatal:
+            ended = replace(ended, fatal=fatal, fatal_line=fatal_line)
+        self.update_current(ended)
+        self.log_offset = offset
+        return ended
+
+    @classmethod
+    def resumed(cls, event: SlurmEvent) -> Ledger:
+        """The ledger a job trigger's ``event`` carries, its current attempt ended as the event says
+        when it carries the job's record (see ``end_current``; an error event may have none)."""
+        ledger = cls.from_dict(event.carry)
+        if event.record is not None:
+            fatal = event.data.get("fatal")
+            ledger.end_current(
+                event.record,
+                offset=event.log_offset,
+                progress=event.data.get("progress"),
+                fatal=str(fatal) if fatal else None,
+                fatal_line=str(event.data.get("fatal_line", "")),
+            )
+        return ledger
 
     def add(self, attempt: Attempt) -> None:
         """A new attempt, relayed from the start of its log."""

@@ -206,22 +206,18 @@ class SlurmOperator(BaseOperator):
             raise AirflowException(str(exc)) from None
         if not ev.carry.get("attempts"):
             raise AirflowException(f"task {self.task_id}: trigger event has no attempt record: {ev.message}")
-        ledger = self._ledger = Ledger.from_dict(ev.carry)
+        # The carried ledger, its attempt ended as the event's record (parsed once, in the poll) says.
+        ledger = self._ledger = Ledger.resumed(ev)
         current = ledger.current
         if ev.status == events.ERROR:
             # The job itself may be fine; the retry re-attaches to it through the recorded job id.
             raise AirflowException(f"Slurm job {current.job_id} ({current.log_path}): {ev.message}")
-        ended = ev.ended(current)
-        if ended is None:
+        if ev.record is None:
             raise AirflowException(f"Slurm job {current.job_id}: final event without accounting record")
-        ledger.log_offset = ev.log_offset
-        ended = ended.with_progress(ev.data.get("progress"))
         hung = ev.message if ev.status == events.HUNG else None
-        if ev.data.get("fatal"):  # the wait saw a fatal line (and, status FATAL, cancelled the job)
-            ended = replace(ended, fatal=str(ev.data["fatal"]), fatal_line=str(ev.data.get("fatal_line", "")))
-        if ev.status == events.FATAL:
-            ended = resubmission.stop_fatal(self._hook(), ended, bool(ev.data.get("cancelled")), self.log)
-        return self._ended(context, self._hook(), ledger, ended, hung)
+        if ev.status == events.FATAL:  # the wait saw a fatal line and (data: cancelled) cancelled the job
+            current = resubmission.stop_fatal(self._hook(), current, bool(ev.data.get("cancelled")), self.log)
+        return self._ended(context, self._hook(), ledger, current, hung)
 
     def on_kill(self) -> None:
         """Worker-side kill (task failed/cleared/timed out while running): cancel the job we started."""
@@ -339,11 +335,16 @@ class SlurmOperator(BaseOperator):
             # timeout: execution_timeout bounds each wait (docs/slurm-operator.md#airflow-332-workarounds).
             self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout)
         ended = wait_in_worker(hook, trigger, relay_lines(self.log, current.job_id))
-        ledger.log_offset = ended.offset
         hung = ended.hung.message if ended.hung is not None else None
-        attempt = ledger.current.ended(ended.record).with_progress(ended.progress)
-        if ended.fatal is not None:
-            attempt = replace(attempt, fatal=ended.fatal.rule, fatal_line=ended.fatal.line)
+        fatal = ended.fatal
+        attempt = ledger.end_current(
+            ended.record,
+            offset=ended.offset,
+            progress=ended.progress,
+            fatal=None if fatal is None else fatal.rule,
+            fatal_line="" if fatal is None else fatal.line or "",
+        )
+        if fatal is not None:
             attempt = resubmission.stop_fatal(hook, attempt, False, self.log)
         return self._ended(context, hook, ledger, attempt, hung)
 

@@ -273,7 +273,7 @@ class SlurmJobTrigger(BaseTrigger):
             slurm_state=record.state.value,
             exit_code=record.exit_code,
             log_offset=offset,
-            record=record.to_dict(),
+            record=record,
             data=data or {},
             carry=self.carry,
         )

@@ -181,7 +181,7 @@ def _hung_event(attempts: list[dict[str, Any]]) -> dict[str, Any]:
         message=f"job {job} made no progress for 25 s",
         job_id=job,
         slurm_state="RUNNING",
-        record=record.to_dict(),
+        record=record,
         carry={"name": "n", "attempts": attempts, "baseline": None, "log_offset": 0},
     ).to_payload()
 
@@ -240,7 +240,7 @@ def _ended_event(state: SlurmState) -> dict[str, Any]:
         message=f"Slurm job 7 ended {state.value}",
         job_id="7",
         slurm_state=state.value,
-        record=record.to_dict(),
+        record=record,
         carry={"name": "n", "attempts": [_attempt(1)], "baseline": None, "log_offset": 0},
     ).to_payload()
 

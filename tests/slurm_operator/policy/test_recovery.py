@@ -271,7 +271,7 @@ def _cancelled_event(raw: str = "CANCELLED by 0") -> dict[str, Any]:
         message="Slurm job 101 ended CANCELLED (exit code 0)",
         job_id="101",
         slurm_state="CANCELLED",
-        record=record.to_dict(),
+        record=record,
         carry=_carry(_attempt(1, try_number=1)),
     ).to_payload()
 

@@ -87,7 +87,7 @@ async def test_job_trigger_relays_log_lines_and_yields_one_final_event(
     assert ev.log_offset == len("skip\nstep 1\nstep 2\nhalf")
     assert ev.carry == JOB_KWARGS["carry"]
     assert ev.record is not None
-    assert ev.record["state"] == "FAILED"
+    assert ev.record.state is SlurmState.FAILED
     # Airflow routes trigger loggers through structlog to stdout (the task log in a real triggerer).
     relayed = re.findall(r"\[slurm 42\] (\S+(?: \d)?)", capsys.readouterr().out)
     assert relayed == ["step 1", "step 2", "half"]
@@ -185,7 +185,7 @@ async def test_a_state_nobody_can_classify_ends_the_wait_once_after_unknown_time
     )
     assert "NOT cancelled" in ev.message
     assert ev.record is not None
-    assert ev.record["raw_state"] == "LAUNCH_FAILED"
+    assert ev.record.raw_state == "LAUNCH_FAILED"
     assert ev.carry == JOB_KWARGS["carry"]
     assert cluster.cancelled == []
 

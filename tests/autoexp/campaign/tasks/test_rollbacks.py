@@ -157,7 +157,7 @@ def ended(state: SlurmState, ledger: Ledger) -> dict[str, Any]:
     record = JobRecord("42", NAME, state, exit_code=1 if state is SlurmState.FAILED else 0)
     return SlurmEvent(
         status=ENDED, message=f"Slurm job 42 ended {state.value}", job_id="42", slurm_state=state.value,
-        exit_code=record.exit_code, record=record.to_dict(), carry=ledger.to_dict(),
+        exit_code=record.exit_code, record=record, carry=ledger.to_dict(),
     ).to_payload()  # fmt: skip
 
 
