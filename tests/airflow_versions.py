@@ -1,7 +1,8 @@
 """What the tests reach in Airflow that moved between 3.1, 3.2 and 3.3, in one place.
 
-The product's own version differences are in ``slurm_operator.airflow_internals``; these are the
-tests' (serializing a DAG, a DagBag, the exception a skip raises).
+The product's own version differences are in ``slurm_operator.airflow_internals`` and
+``slurm_operator.airflow_public``; these are the tests' (serializing a DAG, a DagBag, the exception a
+skip raises).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import airflow_internals
-from slurm_operator.airflow_internals import AirflowSensorTimeout
+from slurm_operator.airflow_public import AirflowSensorTimeout
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.exceptions import SlurmError

@@ -41,7 +41,8 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
     # Connections from the metadata DB as well as secrets backends, as `airflow connections get` reads them.
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
     from airflow.sdk import Connection
-    from slurm_operator.airflow_internals import AirflowNotFoundException, pool_model
+    from slurm_operator.airflow_internals import pool_model
+    from slurm_operator.airflow_public import AirflowNotFoundException
 
     pool = pool_model()  # no public Python API manages pools
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
-from slurm_operator.airflow_internals import AirflowFailException
+from slurm_operator.airflow_public import AirflowFailException
 from slurm_operator.model.events import SlurmEvent
 from slurm_operator.model.exceptions import RemotePathNotFoundError, SlurmCommandError
 from slurm_operator.model.ledger import HUNG, Attempt, Ledger

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseNotifier, Context
-from slurm_operator.airflow_internals import conf
+from slurm_operator.airflow_public import conf
 from slurm_operator.model.ledger import Attempt, Ledger
 from slurm_operator.operators.task_state import XCOM_JOB_ID, state_get
 from slurm_operator.policy.error_lines import error_text

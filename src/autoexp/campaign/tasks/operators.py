@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseOperator, Context, TaskInstanceState
 from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import StartTriggerArgs
-from slurm_operator.airflow_internals import AirflowFailException, AirflowSkipException
+from slurm_operator.airflow_public import AirflowFailException, AirflowSkipException
 from slurm_operator.model import events
 from slurm_operator.model.ledger import Attempt, Ledger
 from slurm_operator.operators.slurm import SlurmOperator

@@ -18,7 +18,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 from slurm_operator import airflow_internals
-from slurm_operator.airflow_internals import conf
+from slurm_operator.airflow_public import conf
 
 from autoexp.campaign.configs.config_source import config_paths, default_config_dir
 from autoexp.campaign.planning import campaign_slice as cs

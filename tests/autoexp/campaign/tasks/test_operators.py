@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from slurm_operator.airflow_internals import AirflowFailException, AirflowSkipException
+from slurm_operator.airflow_public import AirflowFailException, AirflowSkipException
 from slurm_operator.model.records import CommandResult
 from slurm_operator.operators.slurm import SlurmOperator
 
