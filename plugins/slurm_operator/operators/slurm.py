@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import airflow_internals
-from slurm_operator.airflow_public import AirflowFailException
+from slurm_operator.airflow_internals import AirflowFailException
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
@@ -374,16 +374,12 @@ class SlurmOperator(BaseOperator):
             self.progress_pattern,
         )
         try:
-            judged, decision = resubmission.judge(
-                hook, ledger.budget(), baseline=ledger.baseline, work_done=done, caps=caps, log=self.log
-            )
+            _, decision = resubmission.judge(hook, ledger, work_done=done, caps=caps, log=self.log)
         except resubmission.CancelledFromOutside as exc:
-            ledger.update_current(exc.attempt)
-            task_state.state_set(context, ledger)  # (a clear resumes the work)
+            task_state.state_set(context, ledger)  # as judged (a clear resumes the work)
             raise AirflowFailException(str(exc)) from None
         except cancels.CancelOriginUnknown as exc:
             raise AirflowException(str(exc)) from None  # nothing recorded: the retry judges it again
-        ledger.update_current(judged)
         task_state.state_set(context, ledger)
         if decision.verdict is Verdict.SUCCEED:
             return ledger.results()

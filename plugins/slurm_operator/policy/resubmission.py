@@ -1,10 +1,11 @@
 """What an ended attempt means and what the task does next: succeed, resubmit or fail.
 
-The one place an end is judged. The operator hands over the attempts its try's caps count (the
-ended one last), the progress baseline and, for a COMPLETED job, its own answer to "is the work
-done" (``SlurmOperator.is_work_done``, asked before the policy runs); the policy asks the cluster
-only what that leaves open (whose cancel it was, the progress probe, a failure's log tail), and
-returns the attempt as judged with the decision, for the operator to record. It calls nothing back.
+The one place an end is judged. The operator hands over its ledger (the ended attempt is the
+current one; its try's caps count ``Ledger.budget``, from the ledger's progress baseline) and, for a
+COMPLETED job, its own answer to "is the work done" (``SlurmOperator.is_work_done``, asked before
+the policy runs); the policy asks the cluster only what that leaves open (whose cancel it was, the
+progress probe, a failure's log tail), records the attempt as judged in the ledger, and returns the
+decision, for the operator to act on and store. It calls nothing back.
 
 The rules, in order (``decide``):
 
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model.exceptions import SlurmError
-from slurm_operator.model.ledger import Attempt, Verdict
+from slurm_operator.model.ledger import Attempt, Ledger, Verdict
 from slurm_operator.model.naming import fatal_marker
 from slurm_operator.model.states import PROGRESS_ENDS, RESUBMITTABLE_STATES, TERMINAL_STATES, SlurmState
 from slurm_operator.policy import cancels, error_lines
@@ -216,25 +217,27 @@ def asks_work_done(attempt: Attempt) -> bool:
 
 def judge(
     hook: SlurmHook,
-    attempts: Sequence[Attempt],
+    ledger: Ledger,
     *,
-    baseline: str | None,
     work_done: bool | None,
     caps: Caps,
     log: TaskLog,
 ) -> tuple[Attempt, Decision]:
-    """Judge the last of ``attempts`` (the try's budget), which ended: it with its check answers and
-    verdict, and the decision; the verdict is said in ``log``, the task's logger.
+    """Judge the ledger's current attempt, which ended, against its try's budget: recorded in the
+    ledger with its check answers and verdict; -> it and the decision. The verdict is said in
+    ``log``, the task's logger.
 
     ``work_done`` is the caller's answer for a COMPLETED job (see ``asks_work_done``), else None.
-    Raises CancelledFromOutside (carrying the attempt, verdict FAIL) for a cancel from outside, and
-    ``cancels.CancelOriginUnknown`` (nothing to record) when whose cancel it was cannot be read.
+    Raises CancelledFromOutside (the attempt recorded, verdict FAIL) for a cancel from outside, and
+    ``cancels.CancelOriginUnknown`` (nothing recorded) when whose cancel it was cannot be read.
     """
+    attempts = ledger.budget()
     current = attempts[-1]
     if current.state is SlurmState.CANCELLED and current.hung is None and not current.cancelled_by_airflow:
         current, outside = cancels.note_cancel(hook, current)
         if outside is not None:
-            raise CancelledFromOutside(outside, replace(current, verdict=Verdict.FAIL))
+            ledger.update_current(replace(current, verdict=Verdict.FAIL))
+            raise CancelledFromOutside(outside, ledger.current)
     progress = probe_progress(hook, caps.progress_command) if caps.progress_command else None
     current = replace(current, completion_ok=work_done, progress=progress)
     done = current.state is SlurmState.COMPLETED and current.hung is None and work_done is not False
@@ -246,14 +249,15 @@ def judge(
         completion_ok=work_done,
         max_attempts=caps.max_attempts,
         max_attempts_without_progress=caps.max_attempts_without_progress,
-        progress_baseline=baseline,
+        progress_baseline=ledger.baseline,
         progress_probe=caps.progress_command is not None,
         max_attempts_overall=caps.max_attempts_overall,
     )
     log.info("Slurm job %s (attempt %d): %s -> %s", current.job_id, current.attempt, decision.reason,
              decision.verdict.value)  # fmt: skip
-    why = f"{current.shown_state}: {decision.reason}"
-    return replace(current, verdict=decision.verdict, why_ended=why), decision
+    judged = replace(current, verdict=decision.verdict, why_ended=f"{current.shown_state}: {decision.reason}")
+    ledger.update_current(judged)
+    return judged, decision
 
 
 def cancel_hung(hook: SlurmHook, attempt: Attempt, why: str, log: TaskLog) -> Attempt:

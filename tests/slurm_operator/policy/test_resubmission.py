@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from slurm_operator.model.exceptions import RemotePathNotFoundError
-from slurm_operator.model.ledger import HUNG, Attempt, Verdict
+from slurm_operator.model.ledger import HUNG, Attempt, Ledger, Verdict
 from slurm_operator.model.records import CommandResult
 from slurm_operator.model.states import SlurmState
 from slurm_operator.policy import resubmission
@@ -141,8 +141,11 @@ class _Log:
 
 def _judge(cluster: _Cluster, attempts: list[Attempt], **kw: Any) -> tuple[Attempt, resubmission.Decision]:
     caps = resubmission.Caps(10, 2, kw.pop("progress_command", None))
-    args: dict[str, Any] = {"baseline": None, "work_done": None, "caps": caps, "log": _Log(), **kw}
-    return resubmission.judge(cluster, attempts, **args)  # type: ignore[arg-type]
+    ledger = Ledger(attempts=list(attempts), baseline=kw.pop("baseline", None))
+    args: dict[str, Any] = {"work_done": None, "caps": caps, "log": _Log(), **kw}
+    judged, decision = resubmission.judge(cluster, ledger, **args)  # type: ignore[arg-type]
+    assert ledger.current == judged  # recorded in the ledger
+    return judged, decision
 
 
 def test_the_work_done_answer_is_asked_only_of_a_completed_attempt_that_did_not_hang() -> None:
@@ -367,8 +370,7 @@ def test_judge_reads_the_tail_and_records_the_fatal_match() -> None:
     caps = resubmission.Caps(10, 2, None, 100, (DIVERGED,))
     judged, decision = resubmission.judge(
         cluster,  # type: ignore[arg-type]
-        [failed],
-        baseline=None,
+        Ledger(attempts=[failed]),
         work_done=None,
         caps=caps,
         log=_Log(),
@@ -392,8 +394,7 @@ def test_judge_does_not_read_the_log_of_a_job_that_finished_its_work() -> None:
     caps = resubmission.Caps(10, 2, None, 100, (DIVERGED,))
     judged, decision = resubmission.judge(
         cluster,  # type: ignore[arg-type]
-        [done],
-        baseline=None,
+        Ledger(attempts=[done]),
         work_done=True,
         caps=caps,
         log=_Log(),
