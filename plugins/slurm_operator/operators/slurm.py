@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from slurm_operator import airflow_internals
-from slurm_operator.airflow_internals import AirflowFailException
+from slurm_operator.airflow_public import AirflowFailException
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
