@@ -79,6 +79,8 @@ PURE = "campaign planning, configs, report and preflight import no Airflow"
         (f"{PLUGIN}/hooks/slurm.py", "import slurm_operator.policy.watchdog", "plugin layers"),
         (f"{PLUGIN}/sensors/remote_path.py", "import slurm_operator.operators.slurm", "plugin layers"),
         (f"{PLUGIN}/airflow_internals.py", "import slurm_operator.model.states", "plugin layers"),
+        (f"{PLUGIN}/airflow_public.py", "import slurm_operator.model.states", "plugin layers"),
+        (f"{PLUGIN}/airflow_internals.py", "import slurm_operator.airflow_public", "plugin layers"),
         (f"{PLUGIN}/remote/commands.py", "import airflow.sdk", "plugin model and remote import no Airflow"),
     ],
 )
