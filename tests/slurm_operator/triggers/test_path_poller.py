@@ -38,16 +38,13 @@ class LocalShell:
         if self.down:
             self.down -= 1
             return CommandResult(255, "", "ssh: connection refused")
-        proc = await asyncio.create_subprocess_exec(
-            "sh",
-            "-c",
-            f"exec {command}",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        # In a thread, not an asyncio subprocess: on Python 3.12.1 a round cancelled while its
+        # subprocess starts (the test loop's teardown cancels the poller task) never finishes
+        # cancelling, and the teardown hangs; a thread ends on its own after the cancel.
+        proc = await asyncio.to_thread(
+            subprocess.run, ["sh", "-c", f"exec {command}"], input=stdin or "", capture_output=True, text=True
         )
-        out, err = await proc.communicate((stdin or "").encode())
-        return CommandResult(proc.returncode or 0, out.decode(), err.decode())
+        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.fixture
