@@ -86,12 +86,6 @@ def release_task(ti: Any) -> None:
     ti.task = None
 
 
-def pool_model() -> Any:
-    from airflow.models.pool import Pool  # the metadata database's models: the CLI's, not a worker's
-
-    return Pool
-
-
 def api_login() -> tuple[Any, str]:
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
     from airflow.api_fastapi.core_api.security import get_user

@@ -99,15 +99,6 @@ def test_a_task_instance_without_its_trigger_relationship_is_reported(
     airflow_internals._changed.cache_clear()
 
 
-def test_the_pool_model_has_what_airflow_setup_and_doctor_call() -> None:
-    """No public Python API manages pools (only the REST API and the CLI): the CLI uses the ORM model."""
-    pool = airflow_internals.pool_model()
-    assert set(inspect.signature(pool.get_pool).parameters) >= {"pool_name"}
-    created = inspect.signature(pool.create_or_update_pool).parameters
-    assert list(created)[:4] == ["name", "slots", "description", "include_deferred"]
-    assert {"slots", "include_deferred"} <= set(pool.__table__.columns.keys())
-
-
 def test_the_campaigns_app_gets_the_api_server_s_login() -> None:
     """A plugin's FastAPI app is mounted without the API server's authentication: it adds ``get_user``
     (the bearer token, else the UI's cookie) itself, and forwards that token to the REST API."""

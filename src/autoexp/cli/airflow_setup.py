@@ -10,6 +10,7 @@ from pathlib import Path
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.preflight import job_limits
 from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
+from autoexp.cli import pools
 
 
 class SetupError(Exception):
@@ -36,15 +37,12 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
     Slurm job and Slurm refuses submits above the limit. Deferred tasks must count: the Slurm tasks
     wait deferred, and a pool that does not count them caps nothing. When the limits cannot be read
     (cluster unreachable), the pool is sized as asked and the reason is reported.
-    Raises SetupError, or what a broken config raises (``config_errors()``).
+    Raises SetupError, PoolCliError, or what a broken config raises (``config_errors()``).
     """
     # Connections from the metadata DB as well as secrets backends, as `airflow connections get` reads them.
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
     from airflow.sdk import Connection
-    from slurm_operator.airflow_internals import pool_model
     from slurm_operator.airflow_public import AirflowNotFoundException
-
-    pool = pool_model()  # no public Python API manages pools
 
     wanted: dict[str, tuple[str, Path]] = {}
     for config in configs:
@@ -58,11 +56,12 @@ def airflow_setup(configs: Sequence[Path], slots: int | None = None) -> list[Poo
             ) from None
         wanted.setdefault(settings.pool_name, (settings.ssh_conn_id, config))
     done = []
+    found = pools.pools() if wanted else {}
     for name, (conn_id, config) in wanted.items():
-        existing = pool.get_pool(name)
+        existing = found.get(name)
         count = slots if slots is not None else existing.slots if existing is not None else DEFAULT_POOL_SLOTS
         count, note = _within_limits(conn_id, config, count)
-        pool.create_or_update_pool(name, count, f"autoexp: Slurm jobs over {conn_id}", include_deferred=True)
+        pools.set_pool(name, count, f"autoexp: Slurm jobs over {conn_id}")
         done.append(PoolSetup(name, count, conn_id, created=existing is None, limits=note))
     return done
 

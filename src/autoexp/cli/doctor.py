@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,11 +33,10 @@ def doctor(config: Path, overrides: Sequence[str] = (), conn_id: str | None = No
 
 def pool_slots(pool: str) -> int:
     """The pool's slots now; the size ``airflow-setup`` would give it when it does not exist (yet)."""
-    os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # read the metadata DB, as airflow-setup
-    try:
-        from slurm_operator.airflow_internals import pool_model
+    from autoexp.cli import pools
 
-        found = pool_model().get_pool(pool)
-    except Exception:  # no reachable metadata database: doctor checks the cluster, not Airflow
+    try:
+        found = pools.pools().get(pool)
+    except pools.PoolCliError:  # no reachable metadata database: doctor checks the cluster, not Airflow
         found = None
     return found.slots if found is not None else DEFAULT_POOL_SLOTS

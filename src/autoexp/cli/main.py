@@ -178,8 +178,9 @@ def _airflow_setup(args: argparse.Namespace) -> int:
     # Imported here: the other commands and autoexp.config never import Airflow.
     from autoexp.campaign.planning.plan import config_errors
     from autoexp.cli.airflow_setup import SetupError, airflow_setup
+    from autoexp.cli.pools import PoolCliError
 
-    errors: tuple[type[Exception], ...] = (SetupError, *config_errors())
+    errors: tuple[type[Exception], ...] = (SetupError, PoolCliError, *config_errors())
     try:
         done = airflow_setup(args.configs, args.slots)
     except errors as exc:

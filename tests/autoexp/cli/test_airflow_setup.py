@@ -20,7 +20,7 @@ def _config(tmp_path: Path, pool: str) -> Path:
 
 
 def _pool(pool: str) -> tuple[int, bool] | None:
-    from airflow.models.pool import Pool
+    from airflow.models.pool import Pool  # the database itself, not autoexp's reading of the CLI
 
     found = Pool.get_pool(pool)
     return None if found is None else (found.slots, found.include_deferred)
