@@ -65,20 +65,35 @@ class Api:
         raise TimeoutError(f"Airflow at {self.base} not healthy after {timeout:.0f} s")
 
     def wait_dag(self, dag_id: str, timeout: float) -> None:
+        """Until the DAG is parsed and not stale: Airflow answers 404 to a trigger of a stale DAG (one
+        whose file's last parse was counted but not stored) until the next parse stores it."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.call("GET", f"dags/{dag_id}")
-                return
+                if not self.call("GET", f"dags/{dag_id}").get("is_stale"):
+                    return
             except urllib.error.HTTPError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"DAG {dag_id} was not parsed within {timeout:.0f} s") from None
-                time.sleep(2)
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"DAG {dag_id} was not parsed, or stayed stale, for {timeout:.0f} s: "
+                    "see the dag-processor's log"
+                )
+            time.sleep(2)
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+    def trigger(self, dag_id: str, conf: dict[str, Any], timeout: float = 300) -> str:
+        """A run of ``dag_id``; a 404 (the DAG went stale since wait_dag) waits for the next parse."""
         self.call("PATCH", f"dags/{dag_id}", {"is_paused": False})
-        run = self.call("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
-        return str(run["dag_run_id"])
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                run = self.call("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+                return str(run["dag_run_id"])
+            except urllib.error.HTTPError as err:
+                if err.code != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(2)
+            self.wait_dag(dag_id, max(0.0, deadline - time.monotonic()))
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
@@ -100,7 +115,7 @@ def trigger_campaign(
 
     dag_id = campaign_dag_id(config)
     api.wait_dag(dag_id, timeout)
-    run_id = api.trigger(dag_id, dict(conf or {}))
+    run_id = api.trigger(dag_id, dict(conf or {}), timeout)
     deadline = time.monotonic() + timeout
     while (state := _state_or_busy(api, dag_id, run_id)) not in ("success", "failed"):
         if time.monotonic() > deadline:

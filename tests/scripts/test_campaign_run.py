@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
+import json
 import sys
+import threading
 from types import ModuleType
+from typing import Any, ClassVar
 
 from autoexp.campaign.configs.planned_config import load_plans
 from autoexp.campaign.planning.dag_plan import plan_dag
@@ -99,3 +103,60 @@ def test_the_answer_s_budget_is_ten_times_the_largest_planned_cell() -> None:
     assert budget == float(f"{budget:.0e}")  # one significant figure
     largest = max(6.0 * s.params * p.tokens for s in experiment_specs(dags) for p in s.phases)
     assert 5 * largest <= budget <= 15 * largest
+
+
+class _StaleOnce(http.server.BaseHTTPRequestHandler):
+    """Airflow's REST API as a DAG whose file's parse was counted but not stored shows it: the DAG
+    stale for its first GETs, and a trigger answered 404 once (it went stale again between the two)."""
+
+    calls: ClassVar[list[str]] = []
+    stale_gets = 2
+    refused_posts = 1
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self) -> None:
+        self.calls.append(f"GET {self.path}")
+        stale = sum(c.startswith("GET") for c in self.calls) <= type(self).stale_gets
+        self._answer(200, {"dag_id": "d", "is_stale": stale})
+
+    def do_PATCH(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.calls.append(f"PATCH {self.path}")
+        self._answer(200, {"dag_id": "d"})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.calls.append(f"POST {self.path}")
+        if sum(c.startswith("POST") for c in self.calls) <= type(self).refused_posts:
+            self._answer(404, {"detail": "DAG with dag_id: 'd' not found"})
+        else:
+            self._answer(200, {"dag_run_id": "manual__1"})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_stale_dag_is_waited_for_and_a_404_trigger_asked_again_after_the_next_parse() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StaleOnce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = driver.Api(server.server_address[1])
+        api.wait_dag("d", 30)
+        assert api.trigger("d", {}, timeout=30) == "manual__1"
+    finally:
+        server.shutdown()
+    assert _StaleOnce.calls == [
+        "GET /api/v2/dags/d",  # stale
+        "GET /api/v2/dags/d",  # stale
+        "GET /api/v2/dags/d",  # parsed: trigger
+        "PATCH /api/v2/dags/d",
+        "POST /api/v2/dags/d/dagRuns",  # 404: stale again
+        "GET /api/v2/dags/d",  # active
+        "POST /api/v2/dags/d/dagRuns",
+    ]
