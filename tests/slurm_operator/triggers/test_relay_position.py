@@ -110,13 +110,13 @@ async def test_the_stored_value_says_why_a_pending_job_waits_until_it_runs(
     def pending(reason: str, start: str | None = None) -> JobRecord:
         return JobRecord("42", "n", SlurmState.PENDING, reason=reason, expected_start=start)
 
+    # Each state for ten polls: a trigger busy with one round skips the rounds that came meanwhile
+    # (it reads the newest), a few per round it handles when the machine is loaded.
     rounds = [
-        pending("JobHeldUser"),  # the stored value is not known yet at the first poll: nothing stored
-        pending("JobHeldUser"),
-        pending("JobHeldUser"),
-        pending("Priority", "2026-12-03T14:05:00"),
-        pending("Priority", "2026-12-03T14:05:40"),  # the same minute: the same note
-        JobRecord("42", "n", SlurmState.RUNNING),
+        *[pending("JobHeldUser")] * 10,  # the stored value is not known at the first poll: nothing stored
+        *[pending("Priority", "2026-12-03T14:05:00")] * 10,
+        *[pending("Priority", "2026-12-03T14:05:40")] * 10,  # the same minute: the same note
+        *[JobRecord("42", "n", SlurmState.RUNNING)] * 10,
         JobRecord("42", "n", SlurmState.COMPLETED, exit_code=0),
     ]
 
@@ -188,7 +188,9 @@ async def test_lines_whose_position_cannot_be_stored_wait_for_the_next_poll(
     lines: list[str] = []
     store = MemoryStore(lines)
     store.fail, store.fail_times = RuntimeError("execution API answered 500"), 1
-    cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
+    # Running for 20 polls: rounds that come while the trigger is busy are skipped (it reads the
+    # newest); with only two, a loaded machine went from the failed store straight to the final read.
+    cluster.states = [{"42": SlurmState.RUNNING}] * 20 + [{"42": SlurmState.COMPLETED}]
     cluster.files[LOG] = "a\nb\n"
     trigger = _trigger(store, monkeypatch)
     (ev,) = await _events(trigger)
