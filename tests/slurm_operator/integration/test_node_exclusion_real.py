@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import pytest
 from airflow.sdk import DAG
 from slurm_operator.operators.slurm import SlurmOperator
+from slurm_operator.remote import commands
 
 from tests.fixtures.airflow_env import AirflowEnv, run_dag_test, xcom_value
 from tests.fixtures.two_node_cluster import TwoNodeCluster, two_node_cluster
@@ -120,13 +121,6 @@ def sacct(two: TwoNodeCluster, *jobs: str) -> dict[str, dict[str, str]]:
     return {row["JobID"]: row for row in rows}
 
 
-def logged_submission(out: str, job: str) -> str:
-    """The command the hook logged when it submitted ``job`` (up to the next log record)."""
-    start = out.index(f"[slurm {job}] submitted on ")
-    after = re.search(r"\n\d{4}-\d\d-\d\dT", out[start:])
-    return out[start:] if after is None else out[start : start + after.start()]
-
-
 def at(stamp: str) -> float:
     """sacct's local-time stamp (whole seconds) as an epoch."""
     return datetime.fromisoformat(stamp).timestamp()
@@ -172,6 +166,15 @@ def test_a_node_fail_resubmits_the_job_without_its_node_onto_the_other_node(
             min_defer_seconds=0,  # dag.test() has no scheduler to race
             max_attempts=3,
         )
+    # Each sbatch command as the hook builds it: the fallback for a SubmitLine slurmdbd left empty.
+    built: list[str] = []
+    build = commands.submit_attempt
+
+    def keep(spec: commands.AttemptSubmit) -> str:
+        built.append(build(spec))
+        return built[-1]
+
+    monkeypatch.setattr(commands, "submit_attempt", keep)
     try:
         with fault_in_background(lambda: crash_node_of_first_run(two, runs, crashed), two.cluster):
             run = run_dag_test(dag)
@@ -195,9 +198,10 @@ def test_a_node_fail_resubmits_the_job_without_its_node_onto_the_other_node(
     # The failed node was idle again when the resubmission went in: only --exclude kept it off.
     assert back_at_submit == ["idle"]
     jobs = sacct(two, job1, job2)
-    # Slurm's own record of the command; once, under load, slurmdbd stored an empty SubmitLine for
-    # the second job (its other fields right): then the sbatch command the hook logged says it.
-    submitted = jobs[job2]["SubmitLine"] or logged_submission(out, job2)
+    # Slurm's own record of the command; twice, under load, slurmdbd stored an empty SubmitLine for
+    # the second job (its other fields right): then the second sbatch command the hook built says it.
+    assert len(built) == 2, built
+    submitted = jobs[job2]["SubmitLine"] or built[1]
     assert re.search(rf"(^|[\s'\"])--exclude={re.escape(bad)}([\s'\"]|$)", submitted), (jobs[job2], submitted)
     assert (jobs[job1]["State"], jobs[job2]["NodeList"]) == ("NODE_FAIL", good)
 
