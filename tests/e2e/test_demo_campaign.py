@@ -110,8 +110,12 @@ def test_the_shipped_demo_prints_the_campaigns_answer_and_shows_it_on_the_campai
 
     # The fault: the cleared task's next try found the job it had recorded (the trigger's on_kill left
     # it running) and the job ran to its end once; the checkpoint waits ran in the triggerer only.
+    # Under load the job may reach its last iteration before that try starts: then the pre-submit
+    # check finds the work done and submits nothing. Either way, no second job (sacct below).
     retry_log = stack.task_log(DAG_ID, run_id, "pretrain.train", try_number=2)
-    assert "re-attaching to recorded Slurm job" in retry_log, retry_log[-3000:]
+    reattached = "re-attaching to recorded Slurm job" in retry_log
+    found_done = re.search(r"work already done \(.*\): no Slurm job submitted", retry_log) is not None
+    assert reattached or found_done, retry_log[-3000:]
     after = sacct_names(slurm_cluster, job_name(DEMO, demo_dir, dag_id=DAG_ID))
     assert after == [before.rsplit("|", 1)[0] + "|COMPLETED"], after  # re-attached, not resubmitted
     tis = stack.api("GET", f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
