@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
 from autoexp.cli import pools
 from autoexp.cli.doctor import pool_slots
+from autoexp.cli.main import main
+from tests.e2e.campaign import reduced_config
 
 
 @pytest.fixture
@@ -50,3 +53,16 @@ def test_a_pool_is_set_counting_deferred_tasks_and_read_back(
     found = pools.pools()
     assert found["campaign"] == pools.Pool(slots=5, include_deferred=True)
     assert found["default_pool"].include_deferred is False
+
+
+def test_airflow_setup_says_in_one_line_that_the_pools_could_not_be_read(
+    no_database: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The connection comes from the environment (found before the database is asked); the process
+    # context airflow_setup sets for the rest of the process is this test's only.
+    monkeypatch.setenv("_AIRFLOW_PROCESS_CONTEXT", "server")
+    monkeypatch.setenv("AIRFLOW_CONN_SLURM_LOCAL", json.dumps({"conn_type": "ssh", "host": "127.0.0.1"}))
+    assert main(["airflow-setup", str(reduced_config(tmp_path))]) == 2
+    # (Airflow 3.1 itself logs to stderr when the config is loaded: ours is the last line.)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("`airflow pools list` failed (exit 1): sqlalchemy.exc.OperationalError: "), last
