@@ -12,7 +12,6 @@ import pytest
 from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
 from autoexp.cli import pools
 from autoexp.cli.doctor import pool_slots
-from autoexp.cli.main import main
 from tests.e2e.campaign import reduced_config
 
 
@@ -56,13 +55,15 @@ def test_a_pool_is_set_counting_deferred_tasks_and_read_back(
 
 
 def test_airflow_setup_says_in_one_line_that_the_pools_could_not_be_read(
-    no_database: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    no_database: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The connection comes from the environment (found before the database is asked); the process
-    # context airflow_setup sets for the rest of the process is this test's only.
-    monkeypatch.setenv("_AIRFLOW_PROCESS_CONTEXT", "server")
+    """In its own process, as a user runs it (Airflow loaded here with this test's database URL
+    would keep it for the rest of the worker)."""
+    # The connection comes from the environment (found before the database is asked).
     monkeypatch.setenv("AIRFLOW_CONN_SLURM_LOCAL", json.dumps({"conn_type": "ssh", "host": "127.0.0.1"}))
-    assert main(["airflow-setup", str(reduced_config(tmp_path))]) == 2
+    command = [str(Path(sys.executable).with_name("autoexp")), "airflow-setup", str(reduced_config(tmp_path))]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 2, done.stderr
     # (Airflow 3.1 itself logs to stderr when the config is loaded: ours is the last line.)
-    last = capsys.readouterr().err.splitlines()[-1]
+    last = done.stderr.splitlines()[-1]
     assert last.startswith("`airflow pools list` failed (exit 1): sqlalchemy.exc.OperationalError: "), last
