@@ -44,11 +44,14 @@ async def test_failed_round_reaches_every_subscriber_and_recovers(fake_hook: Fak
     fake_hook.states = [{"1": SlurmState.COMPLETED}]
     fake_hook.down = 1
     poller = SlurmPoller.for_conn("c2")
-    a, b = poller.subscribe("1", 0.01), poller.subscribe("2", 0.01)
+    # A 5 s interval: the retry after the failed round comes 1-2 s later (backoff), so both waits
+    # read the failed round (a wait reads only the newest round: with 0.01 s, a loaded machine
+    # handed one of them the retry's instead).
+    a, b = poller.subscribe("1", 5), poller.subscribe("2", 5)
     ra, rb = await asyncio.gather(a.next(), b.next())
     assert ra.error == rb.error == "ssh: connection refused"
     assert ra.failures == 1
-    # Backoff is capped by the interval, so the next round comes quickly and succeeds.
+    # The backoff after one failure (2 s at most) is shorter than the interval: the retry succeeds.
     ra = await asyncio.wait_for(a.next(), 5)
     assert ra.record is not None
     assert ra.record.state is SlurmState.COMPLETED
