@@ -7,6 +7,7 @@ from pathlib import Path
 
 from autoexp.campaign.preflight.doctor import Check, probe_for, run_checks
 from autoexp.campaign.preflight.job_limits import DEFAULT_POOL_SLOTS
+from autoexp.cli import pools
 
 
 def doctor(config: Path, overrides: Sequence[str] = (), conn_id: str | None = None) -> list[Check]:
@@ -33,8 +34,6 @@ def doctor(config: Path, overrides: Sequence[str] = (), conn_id: str | None = No
 
 def pool_slots(pool: str) -> int:
     """The pool's slots now; the size ``airflow-setup`` would give it when it does not exist (yet)."""
-    from autoexp.cli import pools
-
     try:
         found = pools.pools().get(pool)
     except pools.PoolCliError:  # no reachable metadata database: doctor checks the cluster, not Airflow

@@ -102,22 +102,17 @@ def crash_node_of_first_run(two: TwoNodeCluster, runs: Path, crashed: dict[str, 
     children: dict[int, list[int]] = {}
     for pid, ppid, _ in rows:
         children.setdefault(ppid, []).append(pid)
-    args_of = {pid: args for pid, _, args in rows}
     # ps shows a slurmstepd as "slurmstepd: [JOB.batch]" (and one per step). Job ids restart at 1 in
     # every cluster, and another test's cluster may run its own job 1 now (a two-node training was
-    # killed so): a step is this cluster's when it runs in, or started something from, its folder.
+    # killed so): a step is this cluster's when it runs in its folder (slurmd's cwd: its log folder).
     ours = str(two.cluster.base_dir)
     doomed: list[int] = []
     for stepd in (pid for pid, _, args in rows if args.startswith(f"slurmstepd: [{job}.")):
-        tree = [stepd]
-        for pid in tree:  # (grows as it goes: the whole tree)
-            tree += children.get(pid, [])
         with contextlib.suppress(OSError):
             if os.readlink(f"/proc/{stepd}/cwd").startswith(f"{ours}/"):
-                doomed += tree
-                continue
-        if any(f"{ours}/spool/" in args_of.get(pid, "") for pid in tree):
-            doomed += tree
+                doomed.append(stepd)
+    for pid in doomed:  # (grows as it goes: the whole tree)
+        doomed += children.get(pid, [])
     assert doomed, f"no slurmstepd of job {job} in {ours}: {table}"
     slurmd = int((two.cluster.base_dir / "run" / f"slurmd-{node}.pid").read_text())
     crashed.update(job=job, node=node, at=time.time())
