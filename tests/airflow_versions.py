@@ -10,10 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import airflow
-from packaging.version import Version
-
-AIRFLOW_VERSION = Version(Version(airflow.__version__).base_version)
+from slurm_operator.airflow_version import AIRFLOW_VERSION
 
 try:  # Airflow 3.2+
     from airflow.serialization.serialized_objects import DagSerialization

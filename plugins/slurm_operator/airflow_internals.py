@@ -7,14 +7,13 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import airflow
-from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 from airflow.sdk.execution_time import task_runner  # these three come with the operator module anyway
 from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 from airflow.sdk.execution_time.xcom import XCom
 from packaging.version import Version
 
-AIRFLOW_VERSION = Version(Version(airflow.__version__).base_version)  # 3.3.2, not 3.3.2rc1
+from slurm_operator.airflow_version import AIRFLOW_VERSION
+
 TRIGGER_XCOMS = Version("3.3") <= AIRFLOW_VERSION  # the task SDK's async XCom client (aget_one, aset)
 if TYPE_CHECKING or Version("3.2") <= AIRFLOW_VERSION:  # public from 3.2 on (mypy reads this branch)
     from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback  # type: ignore[attr-defined,unused-ignore]
@@ -27,11 +26,6 @@ log = logging.getLogger(__name__)
 @functools.cache  # once per change
 def _changed(what: str) -> None:
     log.error("this Airflow changed a private API the campaign relies on: %s", what)
-
-
-def deferral_timed_out(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
-    error = (next_kwargs or {}).get("error")
-    return next_method == TRIGGER_FAIL_REPR and error == TriggerFailureReason.TRIGGER_TIMEOUT
 
 
 async def xcom_get(*, key: str, dag_id: str, task_id: str, run_id: str, map_index: int) -> Any:
@@ -51,15 +45,10 @@ def supervisor_comms() -> Any:
     return comms if callable(getattr(comms, "asend", None)) else None
 
 
-def in_triggerer() -> bool:
-    return supervisor_comms() is not None
-
-
-def task_states_request(dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str]) -> Any:
-    return GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=list(run_ids))
-
-
-def task_states_in(response: object) -> dict[str, dict[str, str | None]] | None:
+async def task_states(
+    comms: Any, dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str]
+) -> dict[str, dict[str, str | None]] | None:
+    response = await comms.asend(GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=list(run_ids)))
     if not isinstance(response, TaskStatesResult):
         return None
     by_run = response.task_states.items()

@@ -1,7 +1,8 @@
 """Public Airflow names that moved in 3.2, imported from where the installed version has them.
 
 3.2 made ``conf`` an ``airflow.sdk`` name and moved the exceptions a task raises to
-``airflow.sdk.exceptions``; 3.1 has them in its core. Private API is ``airflow_internals``'s.
+``airflow.sdk.exceptions``; 3.1 has them in its core. Private API is ``airflow_internals``'s; the
+version both decide by, ``airflow_version``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from slurm_operator.airflow_internals import AIRFLOW_VERSION
+from slurm_operator.airflow_version import AIRFLOW_VERSION
 
 if TYPE_CHECKING or Version("3.2") <= AIRFLOW_VERSION:  # mypy reads this branch
     from airflow.sdk import conf
@@ -19,6 +20,7 @@ if TYPE_CHECKING or Version("3.2") <= AIRFLOW_VERSION:  # mypy reads this branch
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
+        TaskDeferralTimeout,
     )
 else:  # 3.1: the core's config, and the exceptions its task runner catches
     from airflow.configuration import conf
@@ -27,6 +29,7 @@ else:  # 3.1: the core's config, and the exceptions its task runner catches
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
+        TaskDeferralTimeout,
     )
 
 __all__ = [
@@ -34,5 +37,6 @@ __all__ = [
     "AirflowNotFoundException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
+    "TaskDeferralTimeout",
     "conf",
 ]

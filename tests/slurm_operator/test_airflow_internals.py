@@ -10,17 +10,7 @@ import pytest
 from airflow.sdk.execution_time.xcom import XCom
 from packaging.version import Version
 from slurm_operator import airflow_internals
-from slurm_operator.airflow_internals import TRIGGER_FAIL_REPR, TriggerFailureReason
-
-
-def test_a_timed_out_deferral_resumes_into_the_fail_sentinel_with_its_reason() -> None:
-    assert TRIGGER_FAIL_REPR == "__fail__"
-    assert TriggerFailureReason.TRIGGER_TIMEOUT == "Trigger timeout"
-    assert TriggerFailureReason.TRIGGER_FAILURE == "Trigger failure"
-    assert airflow_internals.deferral_timed_out("__fail__", {"error": "Trigger timeout"})
-    assert not airflow_internals.deferral_timed_out("__fail__", {"error": "Trigger failure"})
-    assert not airflow_internals.deferral_timed_out("execute_complete", {"error": "Trigger timeout"})
-    assert not airflow_internals.deferral_timed_out("__fail__", None)
+from slurm_operator.airflow_version import AIRFLOW_VERSION
 
 
 def test_the_deadline_classes_come_from_where_this_version_has_them() -> None:
@@ -30,7 +20,7 @@ def test_the_deadline_classes_come_from_where_this_version_has_them() -> None:
 
     moved = ("SyncCallback", "DeadlineAlert", "DeadlineReference")
     home: Any = airflow.sdk
-    if Version("3.2") > airflow_internals.AIRFLOW_VERSION:
+    if Version("3.2") > AIRFLOW_VERSION:
         from airflow.sdk.definitions import deadline as home
 
         assert not set(moved) & set(airflow.sdk.__all__)
@@ -39,10 +29,10 @@ def test_the_deadline_classes_come_from_where_this_version_has_them() -> None:
 
 
 def test_the_version_checks_read_the_installed_airflow() -> None:
-    assert str(airflow_internals.AIRFLOW_VERSION) == airflow.__version__.split("rc")[0].split("+")[0]
+    assert str(AIRFLOW_VERSION) == airflow.__version__.split("rc")[0].split("+")[0]
     # The async XCom client a trigger needs is there exactly from 3.3 on.
     assert airflow_internals.TRIGGER_XCOMS == hasattr(XCom, "aget_one") == hasattr(XCom, "aset")
-    assert (airflow_internals.AIRFLOW_VERSION.release[:2] >= (3, 3)) == airflow_internals.TRIGGER_XCOMS
+    assert (AIRFLOW_VERSION.release[:2] >= (3, 3)) == airflow_internals.TRIGGER_XCOMS
 
 
 @pytest.mark.skipif(not airflow_internals.TRIGGER_XCOMS, reason="Airflow before 3.3: no async XCom client")

@@ -9,8 +9,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from slurm_operator import airflow_internals
-from slurm_operator.airflow_public import AirflowFailException
+from slurm_operator.airflow_public import AirflowFailException, TaskDeferralTimeout
 from slurm_operator.hooks.slurm import SlurmHook
 from slurm_operator.model import events, naming
 from slurm_operator.model.events import EventSchemaError
@@ -234,11 +233,13 @@ class SlurmOperator(BaseOperator):
         into failure: without this the job would run on, unwatched. A trigger *failure* leaves the job
         alone: the job may be fine, and the task's retry re-attaches to it.
         """
-        if airflow_internals.deferral_timed_out(next_method, next_kwargs):
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except TaskDeferralTimeout:
             recorded = task_state.recorded_attempt(context)
             if recorded is not None:
                 self._cancel(*recorded, "deferral timed out", cancels.TIMEOUT_REASON)
-        return super().resume_execution(next_method, next_kwargs, context)
+            raise
 
     # ----------------------------------------------------------------------------------- extension points
     def make_job_trigger(self, **kwargs: Any) -> SlurmJobTrigger:

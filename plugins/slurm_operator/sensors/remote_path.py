@@ -10,8 +10,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
-from slurm_operator import airflow_internals
-from slurm_operator.airflow_public import AirflowSensorTimeout
+from slurm_operator.airflow_public import AirflowSensorTimeout, TaskDeferralTimeout
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.exceptions import SlurmError
@@ -82,10 +81,20 @@ class RemotePathSensor(BaseSensorOperator):
         self.defer(trigger=self.trigger(), method_name="execute_complete", timeout=timeout)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """Say what the wait was for when its deferral timed out, then fail (or skip) as Airflow does."""
-        if airflow_internals.deferral_timed_out(next_method, next_kwargs):
-            self.log.error("%s", self._timed_out())
-        return super().resume_execution(next_method, next_kwargs, context)
+        """Say what the wait was for when its deferral timed out, then fail (or skip) as Airflow does.
+
+        The sensor base turns the ``TaskDeferralTimeout`` into a sensor timeout, or a skip with
+        ``soft_fail``, raised from it: the cause chain tells a timeout from a failed trigger.
+        """
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as error:
+            cause: BaseException | None = error
+            while cause is not None and not isinstance(cause, TaskDeferralTimeout):
+                cause = cause.__cause__
+            if cause is not None:
+                self.log.error("%s", self._timed_out())
+            raise
 
     def _timed_out(self) -> str:
         trigger = self.trigger()

@@ -9,7 +9,6 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from slurm_operator.airflow_internals import in_triggerer
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model import events
 from slurm_operator.model.events import SlurmEvent
@@ -175,7 +174,7 @@ class SlurmJobTrigger(BaseTrigger):
         # Exactly one event leaves run(); held until the scheduler is surely past the deferral, and
         # until the supervisor has read the wait's last log records into the task log.
         hold = started + self.min_defer_seconds
-        if self._last_record_at is not None and in_triggerer():
+        if self._last_record_at is not None and self._in_triggerer():
             hold = max(hold, self._last_record_at + LOG_SETTLE_SECONDS)
         await asyncio.sleep(max(0.0, hold - time.monotonic()))
         yield event
@@ -229,7 +228,11 @@ class SlurmJobTrigger(BaseTrigger):
                     if relaying:
                         self.log.info("Slurm job %s: %s", self.job_id, book.summary())
                         self._last_record_at = time.monotonic()
-                    if record.state is SlurmState.COMPLETED and self.end_task_on_success and in_triggerer():
+                    if (
+                        record.state is SlurmState.COMPLETED
+                        and self.end_task_on_success
+                        and self._in_triggerer()
+                    ):
                         success = await end_task_here(self, hook, record, book.offset)
                         if success is not None:
                             yield success
@@ -261,6 +264,11 @@ class SlurmJobTrigger(BaseTrigger):
         finally:
             sub.close()
             book.close()
+
+    def _in_triggerer(self) -> bool:
+        """A triggerer hands each trigger its task instance; ``dag.test()``'s inline run does not, and
+        there an event that ends the task would reach the resume method as a bare state string."""
+        return self.task_instance is not None
 
     def _final(
         self, status: str, message: str, record: JobRecord, offset: int, data: dict[str, Any] | None = None

@@ -26,7 +26,8 @@ def fake_hook(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
 async def test_one_query_per_round_for_many_subscribers(fake_hook: FakeSlurm) -> None:
     fake_hook.states = [{str(i): SlurmState.RUNNING for i in range(20)}]
     poller = SlurmPoller.for_conn("c1")
-    subs = [poller.subscribe(str(i), 0.01) for i in range(20)]
+    # 5 s: every wait reads the first round before a second can start (0.01 s polled twice under load)
+    subs = [poller.subscribe(str(i), 5) for i in range(20)]
     assert SlurmPoller.for_conn("c1") is poller
     results = await asyncio.gather(*(s.next() for s in subs))
     assert [r.record.state for r in results if r.record] == [SlurmState.RUNNING] * 20

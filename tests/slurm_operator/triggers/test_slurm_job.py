@@ -127,7 +127,6 @@ async def test_in_a_triggerer_the_final_event_waits_for_the_last_log_records_to_
     """The triggerer's supervisor drops a trigger's records queued behind its "finished" (the last
     3 lines of a 250-line log were lost that way under load): the event is held LOG_SETTLE_SECONDS
     after the last record. An inline run (dag.test()) has no supervisor to wait for."""
-    monkeypatch.setattr(triggers, "in_triggerer", lambda: inside)
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"] = "skip\nline 1\nline 2\n"
     waits: list[float] = []
@@ -138,7 +137,10 @@ async def test_in_a_triggerer_the_final_event_waits_for_the_last_log_records_to_
         await real_sleep(0)
 
     monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
-    (ev,) = await _events(SlurmJobTrigger(**JOB_KWARGS))
+    trigger = SlurmJobTrigger(**JOB_KWARGS)
+    trigger.task_instance = TI() if inside else None  # type: ignore[assignment]
+    monkeypatch.setattr(triggers.XComPositionStore, "of", classmethod(lambda cls, ti: None))  # in memory
+    (ev,) = await _events(trigger)
     assert ev.log_offset == len("skip\nline 1\nline 2\n")
     if inside:
         assert triggers.LOG_SETTLE_SECONDS - 1.0 < waits[-1] <= triggers.LOG_SETTLE_SECONDS
@@ -249,7 +251,6 @@ ENDING = {
 async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_triggerer(
     cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
 ) -> None:
-    monkeypatch.setattr(triggers, "in_triggerer", lambda: in_triggerer)
     written: list[tuple[Any, dict[str, Any]]] = []
 
     async def xcom_set(value: Any, **where: Any) -> None:
@@ -259,7 +260,7 @@ async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_tri
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"], cluster.command_out = log, out
     trigger = SlurmJobTrigger(**ENDING)
-    trigger.task_instance = TI()  # type: ignore[assignment]
+    trigger.task_instance = TI() if in_triggerer else None  # type: ignore[assignment]
     (event,) = [e async for e in trigger.run()]
     if not ends:
         assert not isinstance(event, TaskSuccessEvent)
@@ -283,7 +284,6 @@ async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
         async def on_success(self, hook: Any) -> None:
             raise OSError("marker not written")
 
-    monkeypatch.setattr(triggers, "in_triggerer", lambda: True)
     cluster.states = [{"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"] = "training done\n"
     trigger = Marking(**ENDING)

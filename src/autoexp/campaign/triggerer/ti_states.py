@@ -70,8 +70,9 @@ async def _ask(
     started = time.monotonic()
     _first_asked = _first_asked or started
     try:
-        request = airflow_internals.task_states_request(dag_id, run_ids, task_ids)
-        resp = await asyncio.wait_for(comms.asend(request), limit_s)
+        by_run = await asyncio.wait_for(
+            airflow_internals.task_states(comms, dag_id, run_ids, task_ids), limit_s
+        )
     except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
         log.warning("the triggerer did not tell the state of %s within %.0f s", list(task_ids), limit_s)
         return None
@@ -85,7 +86,6 @@ async def _ask(
             "Airflow build its in-process Execution API, the triggerer serving nothing meanwhile)",
             time.monotonic() - _first_asked,
         )
-    by_run = airflow_internals.task_states_in(resp)
     if by_run is None:
         return None
     return {run: {k: "none" if v is None else v for k, v in s.items()} for run, s in by_run.items()}

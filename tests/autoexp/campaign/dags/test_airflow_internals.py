@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from datetime import timezone
@@ -59,16 +60,24 @@ def test_a_task_runner_without_the_channel_is_reported_once(
 def test_the_task_states_request_and_its_answer_round_trip() -> None:
     from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 
-    request = airflow_internals.task_states_request("d", ["r1", "r2"], ("a", "b"))
-    assert GetTaskStates.model_validate_json(request.model_dump_json()) == request
-    assert (request.dag_id, request.task_ids, request.run_ids) == ("d", ["a", "b"], ["r1", "r2"])
+    class Comms:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+            self.asked: list[Any] = []
+
+        async def asend(self, msg: Any) -> Any:
+            self.asked.append(
+                GetTaskStates.model_validate_json(msg.model_dump_json())
+            )  # as it crosses the pipe
+            return self.answer
+
     answer = TaskStatesResult(task_states={"r1": {"a": "running", "b_3": None}, "r2": {"a": "failed"}})
-    answer = TaskStatesResult.model_validate_json(answer.model_dump_json())
-    assert airflow_internals.task_states_in(answer) == {
-        "r1": {"a": "running", "b_3": None},
-        "r2": {"a": "failed"},
-    }
-    assert airflow_internals.task_states_in({"task_states": {}}) is None
+    comms = Comms(TaskStatesResult.model_validate_json(answer.model_dump_json()))
+    got = asyncio.run(airflow_internals.task_states(comms, "d", ["r1", "r2"], ("a", "b")))
+    assert got == {"r1": {"a": "running", "b_3": None}, "r2": {"a": "failed"}}
+    (request,) = comms.asked
+    assert (request.dag_id, request.task_ids, request.run_ids) == ("d", ["a", "b"], ["r1", "r2"])
+    assert asyncio.run(airflow_internals.task_states(Comms({"task_states": {}}), "d", ["r"], ["a"])) is None
 
 
 # -- the DAG processor's callbacks (alerts: public signals, pinned here as the reason they suffice) ----
