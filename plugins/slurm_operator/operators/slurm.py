@@ -194,7 +194,7 @@ class SlurmOperator(BaseOperator):
         if start.action == recovery.SUBMIT:
             self._submit(context, hook, ledger)
         elif start.record:
-            self._record(context, ledger)
+            task_state.record(context, ledger)
         return self._wait(context, hook, ledger)
 
     def execute_complete(self, context: Context, event: Any = None, **_: Any) -> list[dict[str, Any]]:
@@ -318,11 +318,7 @@ class SlurmOperator(BaseOperator):
             raise AirflowException(f"task {self.task_id}: {exc}") from None
         ledger.add(replace(attempt, excluded_nodes=excluded))
         # Recorded before anything else can fail, so a rebuilt operator can cancel or re-attach.
-        self._record(context, ledger)
-
-    def _record(self, context: Context, ledger: Ledger) -> None:
-        context["ti"].xcom_push(key=task_state.XCOM_JOB_ID, value=ledger.current.job_id)
-        task_state.state_set(context, ledger)
+        task_state.record(context, ledger)
 
     def _wait(self, context: Context, hook: SlurmHook, ledger: Ledger) -> list[dict[str, Any]]:
         current = ledger.current

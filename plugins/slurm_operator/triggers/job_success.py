@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from airflow.triggers.base import TaskSuccessEvent
 
-from slurm_operator.airflow_internals import xcom_set
+from slurm_operator import airflow_internals
 from slurm_operator.hooks.slurm_async import AsyncSlurmHook
 from slurm_operator.model.ledger import Ledger, Verdict
 from slurm_operator.model.records import JobRecord
@@ -34,7 +34,10 @@ async def end_task_here(
     trigger: EndingTrigger, hook: AsyncSlurmHook, record: JobRecord, offset: int
 ) -> TaskSuccessEvent | None:
     """The task's success, when the completed job's completion checks pass; else None (the
-    operator judges, as without ``end_task_on_success``)."""
+    operator judges, as without ``end_task_on_success``). Before Airflow 3.3 a trigger cannot write
+    the task's XCom: the operator judges there."""
+    if not airflow_internals.TRIGGER_XCOMS:
+        return None
     try:
         rule = completion.CompletionRule(regex=trigger.completion_regex, command=trigger.completion_command)
         if not await completion.check_async(hook, rule, trigger.log_path):
@@ -47,7 +50,7 @@ async def end_task_here(
         # The task's XCom, as its operator would return it, written here: Airflow 3.3.2 stores a
         # TaskSuccessEvent's ``xcoms`` as JSON text (xcom_pull then returns a str).
         ti = trigger.task_instance
-        await xcom_set(
+        await airflow_internals.xcom_set(
             ledger.results(),
             key="return_value",
             dag_id=str(ti.dag_id),

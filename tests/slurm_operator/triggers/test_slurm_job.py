@@ -240,23 +240,31 @@ ENDING = {
 
 
 @pytest.mark.parametrize(
-    ("log", "out", "in_triggerer", "ends"),
+    ("log", "out", "in_triggerer", "xcoms", "ends"),
     [
-        ("step 1\ntraining done\n", "1\n", True, True),
-        ("step 1\n", "1\n", True, False),  # the regex is not in the log: the operator resubmits
-        ("training done\n", "0\n", True, False),  # the command says not done
-        ("training done\n", "1\n", False, False),  # dag.test()'s inline run: the operator judges
+        ("step 1\ntraining done\n", "1\n", True, True, True),
+        ("step 1\n", "1\n", True, True, False),  # the regex is not in the log: the operator resubmits
+        ("training done\n", "0\n", True, True, False),  # the command says not done
+        ("training done\n", "1\n", False, True, False),  # dag.test()'s inline run: the operator judges
+        ("training done\n", "1\n", True, False, False),  # before 3.3 no trigger XComs: the operator judges
     ],
 )
 async def test_a_completed_job_that_passes_its_checks_ends_the_task_from_the_triggerer(
-    cluster: FakeSlurm, monkeypatch: pytest.MonkeyPatch, log: str, out: str, in_triggerer: bool, ends: bool
+    cluster: FakeSlurm,
+    monkeypatch: pytest.MonkeyPatch,
+    log: str,
+    out: str,
+    in_triggerer: bool,
+    xcoms: bool,
+    ends: bool,
 ) -> None:
     written: list[tuple[Any, dict[str, Any]]] = []
 
     async def xcom_set(value: Any, **where: Any) -> None:
         written.append((value, where))
 
-    monkeypatch.setattr(job_success, "xcom_set", xcom_set)
+    monkeypatch.setattr(job_success.airflow_internals, "xcom_set", xcom_set)
+    monkeypatch.setattr(job_success.airflow_internals, "TRIGGER_XCOMS", xcoms)
     cluster.states = [{"42": SlurmState.RUNNING}, {"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"], cluster.command_out = log, out
     trigger = SlurmJobTrigger(**ENDING)
@@ -283,6 +291,8 @@ async def test_a_failing_success_step_leaves_the_judgment_to_the_operator(
     class Marking(SlurmJobTrigger):
         async def on_success(self, hook: Any) -> None:
             raise OSError("marker not written")
+
+    monkeypatch.setattr(job_success.airflow_internals, "TRIGGER_XCOMS", True)  # the step runs first
 
     cluster.states = [{"42": SlurmState.COMPLETED}]
     cluster.files["/r/job-42.out"] = "training done\n"
