@@ -109,7 +109,8 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
     assert rec[child].state is SlurmState.COMPLETED
     assert (rec[f"{array}_0"].state, rec[f"{array}_2"].state) == (SlurmState.COMPLETED, SlurmState.COMPLETED)
     assert (rec[f"{array}_1"].state, rec[f"{array}_1"].exit_code) == (SlurmState.FAILED, 2)
-    assert (rec[array].state, rec[array].exit_code) == (SlurmState.FAILED, 2)  # the whole array failed
+    whole = rec[array]  # the whole array failed; its reason lists every record it aggregates
+    assert (whole.state, whole.exit_code) == (SlurmState.FAILED, 2), (whole, states.source)
 
     truth = sacct_truth(slurm_cluster, ids)
     for job, (state, code) in truth.items():

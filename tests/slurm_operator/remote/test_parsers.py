@@ -82,6 +82,20 @@ def test_parse_job_states_sacct_is_authoritative_and_arrays_aggregate() -> None:
     assert whole.reason.startswith("array of 2 records")
 
 
+def test_an_array_is_aggregated_even_where_accounting_lists_its_base_id_as_a_row() -> None:
+    """A record keyed by the bare array id beside its tasks' is one task's, not the array's: a fresh-clone
+    run read a failed array as COMPLETED, exit 0, its tasks' rows saying FAILED (which source listed
+    the bare id was not recorded; accounting's row of the task that kept the id is the likely one)."""
+    base = "2|wrap|COMPLETED|0:0|00:00:01|2026-11-29T20:14:34|2026-11-29T20:14:37|node18817|cpu=1|None\n"
+    states = parsers.parse_job_states(_sections(("sacct", 0, SACCT + base)), "", ["2"])
+    whole = states.records["2"]
+    assert (whole.state, whole.exit_code) == (SlurmState.FAILED, 2)
+    assert whole.reason.startswith("array of 3 records")
+    running = base.replace("COMPLETED", "RUNNING")
+    running_states = parsers.parse_job_states(_sections(("sacct", 0, SACCT + running)), "", ["2"])
+    assert running_states.records["2"].state is SlurmState.RUNNING  # while any of it runs, the array does
+
+
 def test_parse_job_states_fills_in_from_squeue() -> None:
     out = _sections(("sacct", 0, ""), ("squeue", 0, "9|j|RUNNING|0:05|2026-11-29T20:14:34|N/A|n1|None\n"))
     states = parsers.parse_job_states(out, "", ["9"])
