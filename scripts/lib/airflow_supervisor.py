@@ -13,22 +13,33 @@ below, which first stops what is left of the program's previous process group (r
 supervisord's signals reach Airflow itself). ``stopasgroup``/``killasgroup`` make supervisord's own
 stops (a restart, the shutdown) take the whole group too.
 
-    airflow_supervisor.py conf --state DIR --logs DIR [--no-serve-logs]   # the config on stdout
+A scheduler can also hang instead of exiting: after a database error Airflow 3.3.2's LocalExecutor
+joins its workers without a bound (apache/airflow#67870) and the process neither heartbeats nor
+exits, so supervisord never restarts it. With ``--health-url`` the config adds a ``scheduler-watch``
+program (``watch``): when the API server's health says the database answers but the scheduler has
+not been healthy for WATCH_STALE_S, it stops the scheduler's group, and supervisord starts a new one.
+
+    airflow_supervisor.py conf --state DIR --logs DIR [--no-serve-logs] [--health-url URL]   # stdout
     airflow_supervisor.py exec --record FILE -- COMMAND ...
     airflow_supervisor.py sweep --state DIR             # stop every recorded group's leftovers
+    airflow_supervisor.py watch --record FILE --health-url URL
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 SOCKET = "supervisor.sock"
@@ -41,6 +52,10 @@ START_RETRIES = 70
 # The scheduler and triggerer finish what they hold on SIGTERM; a task process can take a while.
 STOP_WAIT_SECS = 30
 GRACE = 10.0  # seconds a leftover group gets after SIGTERM before SIGKILL
+# The health endpoint calls a scheduler unhealthy 30 s after its last heartbeat ([scheduler]
+# scheduler_health_check_threshold); this long more, with the database answering, it is hung.
+WATCH_STALE_S = 120.0
+WATCH_INTERVAL_S = 15.0
 
 
 def _value(text: str) -> str:
@@ -56,6 +71,7 @@ def config(
     socket: Path | None = None,
     components: Sequence[str] = COMPONENTS,
     serve_logs: bool = True,
+    health_url: str | None = None,
 ) -> str:
     """supervisord's config: the components of ``airflow`` (the ``airflow`` executable) under one
     supervisord whose only control channel is a unix socket (mode 0700), default ``state/SOCKET``.
@@ -66,7 +82,8 @@ def config(
     ``serve_logs=False`` starts the scheduler and triggerer without their log servers: Airflow 3.3
     binds those to every interface with no host setting (``airflow/utils/serve_logs/core.py`` passes
     ``host=""``), and with every component on one machine the api-server reads the task logs from
-    the files under ``$AIRFLOW_HOME/logs`` instead.
+    the files under ``$AIRFLOW_HOME/logs`` instead. ``health_url`` (the API server's
+    ``/api/v2/monitor/health``) adds the ``scheduler-watch`` program.
     """
     sock = socket or state / SOCKET
     script = Path(__file__).resolve()
@@ -101,7 +118,67 @@ def config(
             "stdout_logfile_backups=0\n"
             "redirect_stderr=true\n"
         )
+    if health_url is not None and "scheduler" in components:
+        record = state / "scheduler.pgid"
+        command = [python, str(script), "watch", "--record", str(record), "--health-url", health_url]
+        sections.append(
+            "[program:scheduler-watch]\n"
+            f"command={_value(shlex.join(command))}\n"
+            "autostart=true\n"
+            "autorestart=true\n"
+            f"stdout_logfile={_value(str(logs / 'scheduler-watch.log'))}\n"
+            "stdout_logfile_maxbytes=0\n"
+            "stdout_logfile_backups=0\n"
+            "redirect_stderr=true\n"
+        )
     return "\n".join(sections)
+
+
+@dataclass
+class SchedulerWatch:
+    """Decides, from the API server's health answers, when a scheduler is hung."""
+
+    stale_s: float = WATCH_STALE_S
+    unhealthy_since: float | None = None
+
+    def hung(self, health: dict[str, Any] | None, now: float) -> bool:
+        """True once the scheduler has been unhealthy for ``stale_s`` of answers in which the
+        database was healthy; no answer, or a database away, starts the count again (the scheduler
+        then exits by itself, and supervisord restarts it)."""
+        status = {part: (health or {}).get(part, {}).get("status") for part in ("metadatabase", "scheduler")}
+        if status["metadatabase"] != "healthy" or status["scheduler"] == "healthy":
+            self.unhealthy_since = None
+            return False
+        if self.unhealthy_since is None:
+            self.unhealthy_since = now
+        return now - self.unhealthy_since >= self.stale_s
+
+
+def _health(url: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (the config's own URL)
+            body = json.load(answer)
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def watch(
+    record: Path, health_url: str, stale_s: float = WATCH_STALE_S, interval: float = WATCH_INTERVAL_S
+) -> None:
+    """Stop the scheduler's recorded group whenever ``SchedulerWatch`` finds it hung; runs until killed."""
+    verdict = SchedulerWatch(stale_s)
+    while True:
+        if verdict.hung(_health(health_url), time.monotonic()):
+            stopped = stop_recorded_group(record)
+            print(
+                f"airflow_supervisor: the scheduler has not heartbeat for {stale_s:.0f} s while the database "
+                f"answered ({health_url}); stopped its group {sorted(stopped)} for supervisord to restart",
+                file=sys.stderr,
+                flush=True,
+            )
+            verdict.unhealthy_since = None
+        time.sleep(interval)
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -187,13 +264,21 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("exec", help="stop the previous group's leftovers, then run COMMAND")
     ex.add_argument("--record", type=Path, required=True)
     ex.add_argument("command", nargs="+")
+    conf.add_argument("--health-url", help="the API server's health URL: adds the scheduler-watch program")
+    wa = sub.add_parser("watch", help="stop a scheduler that stopped heartbeating while the database answers")
+    wa.add_argument("--record", type=Path, required=True, help="the scheduler's group record")
+    wa.add_argument("--health-url", required=True)
+    wa.add_argument("--stale", type=float, default=WATCH_STALE_S, help="seconds unhealthy before the stop")
+    wa.add_argument("--interval", type=float, default=WATCH_INTERVAL_S, help="seconds between health reads")
     sweep = sub.add_parser("sweep", help="stop the leftovers of every group recorded in --state")
     sweep.add_argument("--state", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.verb == "conf":
         serve_logs = not args.no_serve_logs
         state, logs = args.state.resolve(), args.logs.resolve()
-        sys.stdout.write(config(state, logs, args.airflow, serve_logs=serve_logs))
+        sys.stdout.write(config(state, logs, args.airflow, serve_logs=serve_logs, health_url=args.health_url))
+    elif args.verb == "watch":
+        watch(args.record, args.health_url, args.stale, args.interval)
     elif args.verb == "exec":
         run(args.record, args.command)
     else:
