@@ -63,6 +63,16 @@ def _value(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def _output(logs: Path, name: str) -> str:
+    """A program's output, stderr included, appended to ``logs/<name>.log`` and never rotated."""
+    return (
+        f"stdout_logfile={_value(str(logs / f'{name}.log'))}\n"
+        "stdout_logfile_maxbytes=0\n"
+        "stdout_logfile_backups=0\n"
+        "redirect_stderr=true\n"
+    )
+
+
 def config(
     state: Path,
     logs: Path,
@@ -113,10 +123,7 @@ def config(
             f"stopwaitsecs={STOP_WAIT_SECS}\n"
             "stopasgroup=true\n"
             "killasgroup=true\n"
-            f"stdout_logfile={_value(str(logs / f'{name}.log'))}\n"
-            "stdout_logfile_maxbytes=0\n"
-            "stdout_logfile_backups=0\n"
-            "redirect_stderr=true\n"
+            f"{_output(logs, name)}"
         )
     if health_url is not None and "scheduler" in components:
         record = state / "scheduler.pgid"
@@ -126,10 +133,7 @@ def config(
             f"command={_value(shlex.join(command))}\n"
             "autostart=true\n"
             "autorestart=true\n"
-            f"stdout_logfile={_value(str(logs / 'scheduler-watch.log'))}\n"
-            "stdout_logfile_maxbytes=0\n"
-            "stdout_logfile_backups=0\n"
-            "redirect_stderr=true\n"
+            f"{_output(logs, 'scheduler-watch')}"
         )
     return "\n".join(sections)
 
@@ -261,10 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     conf.add_argument(
         "--no-serve-logs", action="store_true", help="no log servers (they listen on every interface)"
     )
+    conf.add_argument("--health-url", help="the API server's health URL: adds the scheduler-watch program")
     ex = sub.add_parser("exec", help="stop the previous group's leftovers, then run COMMAND")
     ex.add_argument("--record", type=Path, required=True)
     ex.add_argument("command", nargs="+")
-    conf.add_argument("--health-url", help="the API server's health URL: adds the scheduler-watch program")
     wa = sub.add_parser("watch", help="stop a scheduler that stopped heartbeating while the database answers")
     wa.add_argument("--record", type=Path, required=True, help="the scheduler's group record")
     wa.add_argument("--health-url", required=True)
