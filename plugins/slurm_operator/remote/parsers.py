@@ -355,11 +355,14 @@ def parse_job_states(stdout: str, stderr: str, ids: Iterable[str], watch: Iterab
         if known is not None and known.state is SlurmState.PENDING:
             records[job] = replace(known, reason=reason or known.reason, expected_start=expected)
     for job in wanted:
-        # Aggregated even when a source listed the base id itself: that row is one task's (accounting
-        # can list the task that kept the array's id without its index), never the whole array's.
         tasks = [r for k, r in records.items() if k.startswith(f"{job}_")] if "_" not in job else []
-        if tasks:
-            records[job] = aggregate_array(job, [*tasks, *([records[job]] if job in records else [])])
+        if not tasks:
+            continue
+        # A row a source listed under the base id itself is one task's (accounting can list the task
+        # that kept the array's id without its index), never the whole array's: it joins the tasks.
+        if job in records:
+            tasks.append(records[job])
+        records[job] = aggregate_array(job, tasks)
     return JobStates(
         records=records, source=answered[0], authoritative=sacct_ok, remote_now=remote_now, files=files
     )
