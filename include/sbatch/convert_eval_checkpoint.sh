@@ -58,15 +58,11 @@ process_iter() {{
         echo "[autoexp] iter $iter is locked by a live job ($(tr '\n' ' ' < "$lock")), skipping"
         return 0
     fi
-    echo "[autoexp] converting iter $iter: $load -> $target"
-    "${{CONTAINER[@]}}" "$PYTHON" -u -m autoexp_cluster.convert --load "$load" --save "$target"
+    echo "[autoexp] converting iter $iter: $load -> $target, then evaluating it on {EVAL_TASKS} -> $results"
+    # One process for both (torch and transformers imported once); it evaluates only a good conversion.
+    "${{CONTAINER[@]}}" "$PYTHON" -u -m autoexp_cluster.convert_eval --load "$load" --save "$target" \
+        --tasks "{EVAL_TASKS}" --tasks-path "{EVAL_TASKS_PATH}" --output "$results"
     rc=$?
-    if [ "$rc" -eq 0 ]; then
-        echo "[autoexp] evaluating iter $iter on {EVAL_TASKS} -> $results"
-        "${{CONTAINER[@]}}" "$PYTHON" -u -m autoexp_cluster.evaluate --model "$target" \
-            --tasks "{EVAL_TASKS}" --tasks-path "{EVAL_TASKS_PATH}" --output "$results"
-        rc=$?
-    fi
     if [ "$rc" -eq 0 ]; then
         touch "$RUN_DIR/converted_checkpoints/iter_$iter.done"
         echo "[autoexp] iter $iter done"

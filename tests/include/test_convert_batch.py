@@ -1,7 +1,7 @@
 """A phase's shared conversion job (CKPT_SERIES): which checkpoints it takes, run for real with bash.
 
 No Slurm: the convert template runs as a plain script in a temp folder, with a stand-in PYTHON that
-records each convert and evaluate call and writes what the real ones leave (the HF folder, the
+records each conversion-and-evaluation call and writes what the real one leaves (the HF folder, the
 results). The series rule is held to ``plan.expected_checkpoints`` by one table.
 """
 
@@ -22,15 +22,15 @@ from tests.include.templates import CONVERT, INCLUDE, demo_params, render
 
 HELPERS = INCLUDE / "helpers"
 
-# A stand-in for "$PYTHON -u -m autoexp_cluster.convert|evaluate ...": one line per call in CALLS;
+# A stand-in for "$PYTHON -u -m autoexp_cluster.convert_eval ...": one line per call in CALLS;
 # FAIL_ITER's conversion fails; converting SPAWN_AT saves SPAWN_ITER (a checkpoint written while the
-# job runs); each conversion takes FAKE_SECONDS.
+# job runs); each conversion takes FAKE_SECONDS; a good one writes the results (--output).
 FAKE_PYTHON = r"""#!/bin/bash
 module="$3"; shift 3
 echo "$module $*" >> "$CALLS"
 case "$module" in
-    autoexp_cluster.convert)
-        load="$2"; save="$4"
+    autoexp_cluster.convert_eval)
+        load="$2"; save="$4"; output="${10}"
         sleep "${FAKE_SECONDS:-0}"
         if [ "${load##*/}" = "${FAIL_ITER:-none}" ]; then echo "conversion broke" >&2; exit 7; fi
         mkdir -p "$save"
@@ -39,9 +39,8 @@ case "$module" in
             mkdir -p "$new"; printf 'm' > "$new/.metadata"
             printf '{"sharded_backend": "torch_dist"}' > "$new/metadata.json"
             echo "$((10#${SPAWN_ITER#iter_}))" > "${load%/*}/latest_checkpointed_iteration.txt"
-        fi ;;
-    autoexp_cluster.evaluate)
-        mkdir -p "$(dirname "$8")"; echo '{"results": {}}' > "$8" ;;
+        fi
+        mkdir -p "$(dirname "$output")"; echo '{"results": {}}' > "$output" ;;
 esac
 """
 
@@ -125,8 +124,8 @@ class Job:
         )
 
     def converted(self) -> list[int]:
-        return [int(line.split("/iter_")[-1].split()[0]) for line in self.calls.read_text().splitlines()
-                if line.startswith("autoexp_cluster.convert")]  # fmt: skip
+        calls = [line.split() for line in self.calls.read_text().splitlines()]
+        return [int(Path(c[c.index("--load") + 1]).name.removeprefix("iter_")) for c in calls]
 
     def done(self) -> list[int]:
         marks = (self.run / "converted_checkpoints").glob("iter_*.done")

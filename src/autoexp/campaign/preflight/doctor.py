@@ -148,8 +148,7 @@ def folder_check(remote: Remote, what: str, folder: str, min_free_gib: float = M
 
 # What the conversion and evaluation jobs import with the configured interpreter.
 JOB_IMPORTS = (
-    "autoexp_cluster.convert",
-    "autoexp_cluster.evaluate",
+    "autoexp_cluster.convert_eval",
     "megatron.core",
     "transformers",
     "lm_eval",

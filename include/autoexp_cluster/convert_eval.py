@@ -1,0 +1,40 @@
+"""Convert one Megatron checkpoint to HuggingFace, then evaluate it with lm-eval: one Python process.
+
+What ``python -m autoexp_cluster.convert`` followed by ``python -m autoexp_cluster.evaluate`` do,
+with one interpreter start instead of two: torch and transformers are imported once per checkpoint.
+On a cluster those imports come from a shared file system, where they can outlast a small model's
+whole conversion. The evaluation runs only on a conversion that succeeded; the exit status is the
+failing step's (1), so the job records the checkpoint's failure as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from autoexp_cluster import convert, evaluate
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autoexp_cluster.convert_eval", description=__doc__)
+    p.add_argument("--load", type=Path, required=True, help="iter_%%07d dir, or a checkpoints dir")
+    p.add_argument("--save", type=Path, required=True, help="output HF directory")
+    p.add_argument("--tasks", required=True, help="comma-separated lm-eval tasks or groups")
+    p.add_argument("--tasks-path", type=Path, default=None, help="lm-eval include path")
+    p.add_argument("--output", type=Path, required=True, help="results.json path")
+    args = p.parse_args(argv)
+    rc = convert.main(["--load", str(args.load), "--save", str(args.save)])
+    if rc != 0:
+        return rc
+    gc.collect()  # the logit check's two models, before lm-eval loads the export
+    print(f"evaluating {args.save} on {args.tasks} -> {args.output}", flush=True)
+    tasks_path = [] if args.tasks_path is None else ["--tasks-path", str(args.tasks_path)]
+    model = ["--model", str(args.save), "--tasks", args.tasks, *tasks_path]
+    return evaluate.main([*model, "--output", str(args.output)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
