@@ -18,6 +18,25 @@ from pathlib import Path
 from autoexp_cluster import convert, evaluate
 
 
+def _has_process_group() -> bool:
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+def _release_logit_check(had_group: bool) -> None:
+    """Free the logit check's two models and end the process group and megatron parallel state it
+    set up (not a caller's), so that lm-eval starts as it would in a process of its own (only the CPU
+    shim, where there is no CUDA, stays: it is process-wide)."""
+    if not had_group and _has_process_group():
+        import torch.distributed as dist
+        from megatron.core import parallel_state
+
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+    gc.collect()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autoexp_cluster.convert_eval", description=__doc__)
     p.add_argument("--load", type=Path, required=True, help="iter_%%07d dir, or a checkpoints dir")
@@ -26,10 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tasks-path", type=Path, default=None, help="lm-eval include path")
     p.add_argument("--output", type=Path, required=True, help="results.json path")
     args = p.parse_args(argv)
+    had_group = _has_process_group()
     rc = convert.main(["--load", str(args.load), "--save", str(args.save)])
     if rc != 0:
         return rc
-    gc.collect()  # the logit check's two models, before lm-eval loads the export
+    _release_logit_check(had_group)
     print(f"evaluating {args.save} on {args.tasks} -> {args.output}", flush=True)
     tasks_path = [] if args.tasks_path is None else ["--tasks-path", str(args.tasks_path)]
     model = ["--model", str(args.save), "--tasks", args.tasks, *tasks_path]
