@@ -17,7 +17,7 @@ demo: bootstrap
 ## and after it scripts/check-airflow-matrix (the older Airflow versions; its output in .state/matrix.log).
 ## After, not beside: its unit tests on a machine the suite keeps at load 15 lost rounds to timing.
 test: bootstrap lint typecheck
-	@mkdir -p .state; $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25; suite=$$?; \
+	@mkdir -p .state; $(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25; suite=$$?; \
 	if scripts/check-airflow-matrix >.state/matrix.log 2>&1; then grep '^check-airflow-matrix:' .state/matrix.log; \
 	else tail -n 80 .state/matrix.log; echo "make test: scripts/check-airflow-matrix failed (.state/matrix.log)"; exit 1; fi; \
 	exit $$suite
