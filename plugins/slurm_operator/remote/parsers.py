@@ -375,22 +375,10 @@ def aggregate_array(job: str, tasks: Sequence[JobRecord]) -> JobRecord:
     failed = [t for t in tasks if t.state not in ACTIVE_STATES and t.state not in SUCCEEDED_STATES]
     pick = active[0] if active else failed[0] if failed else tasks[0]
     summary = f"array of {len(tasks)} records: " + ", ".join(f"{t.job_id}={t.state.value}" for t in tasks)
-    return JobRecord(
-        job_id=job,
-        name=pick.name,
-        state=pick.state,
-        exit_code=pick.exit_code,
-        signal=pick.signal,
-        elapsed=pick.elapsed,
-        start=min((t.start for t in tasks if t.start), default=""),
-        end="" if active else max((t.end for t in tasks if t.end), default=""),
-        node_list=pick.node_list,
-        alloc_tres=pick.alloc_tres,
-        reason=summary,
-        raw_state=pick.raw_state,
-        cancelled_by_uid=pick.cancelled_by_uid,
-        expected_start=pick.expected_start,
-    )
+    # The picked task's fields, under the array's id, with the array's span and every record's state.
+    start = min((t.start for t in tasks if t.start), default="")
+    end = "" if active else max((t.end for t in tasks if t.end), default="")
+    return replace(pick, job_id=job, start=start, end=end, reason=summary)
 
 
 def check_command(command: str, exit_status: int, stdout: str, stderr: str, what: str) -> None:
