@@ -32,31 +32,52 @@ pytest_plugins = [
 
 # The longest file first: it sets the suite's floor when whole files are handed out.
 LONGEST_FIRST = ("tests/e2e/test_demo_campaign.py",)
+# Out once the e2e files are: its rows (two pytest sessions, pip) fill the CPU the later files leave.
+AFTER_E2E = ("tests/scripts/test_check_airflow_matrix.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Real-stack files first, the longest of them at the head, unit tests last.
+    """Real-stack files first, the longest at the head; then the slow, Slurm and Airflow files with half
+    the unit-test files between them; the other unit-test files last.
 
-    ``--dist loadfile --no-loadscope-reorder`` (make test) hands out whole files in collection order
-    (xdist's default order puts the files with the most tests first: every one-test real-stack file
-    came last); a many-minute file handed out last runs alone while the other workers idle. Items of
-    one file keep their order.
+    ``--dist loadfile --no-loadscope-reorder`` (make test) hands out whole files in this order (xdist's
+    default order puts the files with the most tests first: every one-test real-stack file came last,
+    and a many-minute file handed out last runs alone while the other workers idle). The Slurm and
+    fault files mostly wait on jobs and timers: unit-test files between them use the CPU they leave,
+    and the rest at the end even out the workers' last minutes. Items of one file keep their order.
     """
-    rank: dict[str, int] = {}
+    ranks: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        if path in LONGEST_FIRST:
-            here = 0
-        elif path.startswith("tests/e2e/"):
-            here = 1
-        elif item.get_closest_marker("slow"):
-            here = 2
-        elif item.get_closest_marker("slurm") or item.get_closest_marker("airflow"):
-            here = 3
-        else:
-            here = 4
-        rank[path] = min(here, rank.get(path, here))
-    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+        ranks[path] = min(_rank(path, item), ranks.get(path, 9))
+    by_rank: dict[int, list[str]] = {}
+    for path, rank in ranks.items():  # collection order within a rank
+        by_rank.setdefault(rank, []).append(path)
+    waiting, unit = [*by_rank.get(3, []), *by_rank.get(4, [])], by_rank.get(5, [])
+    between, last = unit[: len(unit) // 2], unit[len(unit) // 2 :]
+    mixed = []
+    for index, path in enumerate(waiting):
+        mixed.append(path)
+        share = len(between) * (index + 1) // len(waiting) - len(between) * index // len(waiting)
+        mixed += between[:share]
+        between = between[share:]
+    order = [*by_rank.get(0, []), *by_rank.get(1, []), *by_rank.get(2, []), *mixed, *between, *last]
+    position = {path: n for n, path in enumerate(order)}
+    items.sort(key=lambda item: position[item.nodeid.split("::", 1)[0]])
+
+
+def _rank(path: str, item: pytest.Item) -> int:
+    if path in LONGEST_FIRST:
+        return 0
+    if path.startswith("tests/e2e/"):
+        return 1
+    if path in AFTER_E2E:
+        return 2
+    if item.get_closest_marker("slow"):
+        return 3
+    if item.get_closest_marker("slurm") or item.get_closest_marker("airflow"):
+        return 4
+    return 5
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
