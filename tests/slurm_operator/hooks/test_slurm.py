@@ -114,6 +114,12 @@ def test_job_lifecycle_states_match_sacct(hook: SlurmHook, slurm_cluster: LocalC
 
     truth = sacct_truth(slurm_cluster, ids)
     for job, (state, code) in truth.items():
+        if job == array:
+            # sacct can list the task that kept the array's id as a bare row of its own (fresh clone,
+            # 2026-12-05, under load): one task's state, not the array's, which aggregates them (above).
+            task_rows = {(rec[t].state.value, f"{rec[t].exit_code}:{rec[t].signal}") for t in tasks}
+            assert (state, code) in task_rows, (job, truth)
+            continue
         assert rec[job].state.value == state, job
         assert f"{rec[job].exit_code}:{rec[job].signal}" == code, job
     assert (jobs / f"ok-{ok}.out").read_text() == "ok-a b,c\n"
