@@ -2,7 +2,7 @@
 job's error lines rather than the launcher's shutdown report, and links under the API's base URL.
 
 The reads root_cause makes through the SDK (task states, XComs) are answered by a fake task instance
-here; test_notifier.py checks them against a real run's rows, tests/e2e/test_divergence.py on the
+here; test_notifier.py checks them against a real run's rows, tests/e2e/test_failed_trainings.py on the
 real stack.
 """
 

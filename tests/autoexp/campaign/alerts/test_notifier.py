@@ -3,7 +3,7 @@
 The DAG callback of a dag.test() run executes outside any task supervisor, where the SDK cannot read
 task states or XComs: the alert then names the task Airflow reported last, without its Slurm details.
 Choosing the earliest recorded failure is checked against the XComs the run really left (read from
-the DB); tests/e2e/test_training_failure.py checks the whole mail on the real stack.
+the DB); tests/e2e/test_failed_trainings.py checks the whole mail on the real stack.
 """
 
 from __future__ import annotations

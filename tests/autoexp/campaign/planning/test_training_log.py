@@ -12,7 +12,7 @@ from slurm_operator.policy.error_lines import GAP, GENERIC, error_lines
 from autoexp.campaign.planning.training_log import ITERATION_PROGRESS, TRAINING_LOG
 
 # A stand-in trainer that logs a NaN loss and asserts, under the real torchrun of this venv (Python
-# 3.11: its tracebacks have caret lines) and srun: the shape tests/e2e/test_divergence.py runs.
+# 3.11: its tracebacks have caret lines) and srun: the shape tests/e2e/test_failed_trainings.py runs.
 REAL = "torchrun_py311.log"
 NAN_ITERATION = "iteration 120/400 | lm loss: nan | grad norm: nan | number of nan iterations: 1 |"
 
