@@ -30,8 +30,22 @@ pytest_plugins = [
 ]
 
 
-# The longest file first: it sets the suite's floor when whole files are handed out.
-LONGEST_FIRST = ("tests/e2e/test_demo_campaign.py",)
+# The e2e files by length, longest first: the demo's sets the suite's floor when whole files are handed
+# out; the short ones (not listed) come last, so that AFTER_E2E starts soon after the e2e files stop
+# filling the CPU (a worker holds its next file until its current one ends).
+LONGEST_FIRST = tuple(
+    f"tests/e2e/test_{name}.py"
+    for name in (
+        "demo_campaign",
+        "failed_trainings",
+        "stop_training",
+        "database_restart",
+        "checkpoints_kept",
+        "sweeps",
+        "campaign_ui",
+        "scale_out",
+    )
+)
 # Out once the e2e files are: its rows (two pytest sessions, pip) fill the CPU the later files leave.
 AFTER_E2E = ("tests/scripts/test_check_airflow_matrix.py",)
 
@@ -61,7 +75,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         share = len(between) * (index + 1) // len(waiting) - len(between) * index // len(waiting)
         mixed += between[:share]
         between = between[share:]
-    order = [*by_rank.get(0, []), *by_rank.get(1, []), *by_rank.get(2, []), *mixed, *between, *last]
+    longest = sorted(by_rank.get(0, []), key=LONGEST_FIRST.index)
+    order = [*longest, *by_rank.get(1, []), *by_rank.get(2, []), *mixed, *between, *last]
     position = {path: n for n, path in enumerate(order)}
     items.sort(key=lambda item: position[item.nodeid.split("::", 1)[0]])
 
