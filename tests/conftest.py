@@ -33,7 +33,7 @@ pytest_plugins = [
 # The e2e files by length, longest first: the demo's sets the suite's floor when whole files are handed
 # out; the short ones (not listed) come last, so that AFTER_E2E starts soon after the e2e files stop
 # filling the CPU (a worker holds its next file until its current one ends).
-LONGEST_FIRST = tuple(
+LONGEST_E2E = tuple(
     f"tests/e2e/test_{name}.py"
     for name in (
         "demo_campaign",
@@ -46,53 +46,65 @@ LONGEST_FIRST = tuple(
         "scale_out",
     )
 )
-# Out once the e2e files are: its rows (two pytest sessions, pip) fill the CPU the later files leave.
+# Out once the e2e files are: its rows (two pytest sessions, pip) use the CPU that LONG_WAITS leave.
 AFTER_E2E = ("tests/scripts/test_check_airflow_matrix.py",)
+# The longest files that mostly wait (Slurm time limits, jobs, a daemon kept down), longest first:
+# beside the matrix, not at the end of the suite, where nothing is left to use the CPU they leave.
+LONG_WAITS = tuple(
+    f"tests/{name}.py"
+    for name in (
+        "slurm_operator/integration/test_faults_real",
+        "include/test_resume_local",
+        "slurm_operator/hooks/test_slurm",
+        "slurm_operator/integration/test_watchdog_real",
+        "slurm_operator/integration/test_real_triggerer",
+        "include/test_train_two_nodes",
+    )
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Real-stack files first, the longest at the head; then the slow, Slurm and Airflow files with half
-    the unit-test files between them; the other unit-test files last.
+    """The e2e files, longest first; the matrix; the files that wait longest; the other slow, Slurm and
+    Airflow files with half the unit-test files between them (which use the CPU those leave while
+    they wait); the other unit-test files last, to even out the workers' last minutes.
 
     ``--dist loadfile --no-loadscope-reorder`` (make test) hands out whole files in this order (xdist's
     default order puts the files with the most tests first: every one-test real-stack file came last,
-    and a many-minute file handed out last runs alone while the other workers idle). The Slurm and
-    fault files mostly wait on jobs and timers: unit-test files between them use the CPU they leave,
-    and the rest at the end even out the workers' last minutes. Items of one file keep their order.
+    and a many-minute file handed out last runs alone while the other workers idle). Files of one rank
+    keep their collection order, items of one file theirs.
     """
-    ranks: dict[str, int] = {}
+    ranks: dict[str, tuple[int, int]] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        ranks[path] = min(_rank(path, item), ranks.get(path, 9))
-    by_rank: dict[int, list[str]] = {}
-    for path, rank in ranks.items():  # collection order within a rank
-        by_rank.setdefault(rank, []).append(path)
-    waiting, unit = [*by_rank.get(3, []), *by_rank.get(4, [])], by_rank.get(5, [])
+        ranks[path] = min(_rank(path, item), ranks.get(path, (9, 0)))
+    files = sorted(ranks, key=ranks.__getitem__)  # stable: collection order within a rank
+    waiting = [path for path in files if ranks[path][0] in (4, 5)]
+    unit = [path for path in files if ranks[path][0] == 6]
     between, last = unit[: len(unit) // 2], unit[len(unit) // 2 :]
-    mixed = []
+    order = [path for path in files if ranks[path][0] < 4]
     for index, path in enumerate(waiting):
-        mixed.append(path)
+        order.append(path)
         share = len(between) * (index + 1) // len(waiting) - len(between) * index // len(waiting)
-        mixed += between[:share]
+        order += between[:share]
         between = between[share:]
-    longest = sorted(by_rank.get(0, []), key=LONGEST_FIRST.index)
-    order = [*longest, *by_rank.get(1, []), *by_rank.get(2, []), *mixed, *between, *last]
-    position = {path: n for n, path in enumerate(order)}
+    position = {path: n for n, path in enumerate([*order, *between, *last])}
     items.sort(key=lambda item: position[item.nodeid.split("::", 1)[0]])
 
 
-def _rank(path: str, item: pytest.Item) -> int:
-    if path in LONGEST_FIRST:
-        return 0
+def _rank(path: str, item: pytest.Item) -> tuple[int, int]:
+    if path in LONGEST_E2E:
+        return 0, LONGEST_E2E.index(path)
     if path.startswith("tests/e2e/"):
-        return 1
+        return 1, 0
     if path in AFTER_E2E:
-        return 2
+        return 2, 0
+    if path in LONG_WAITS:
+        return 3, LONG_WAITS.index(path)
     if item.get_closest_marker("slow"):
-        return 3
+        return 4, 0
     if item.get_closest_marker("slurm") or item.get_closest_marker("airflow"):
-        return 4
-    return 5
+        return 5, 0
+    return 6, 0
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
