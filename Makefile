@@ -12,12 +12,18 @@ bootstrap:
 demo: bootstrap
 	./scripts/demo
 
-## Everything CI checks: ruff, mypy (strict on our packages), the whole pytest suite (which brings up
-## its own local Slurm cluster and Airflow home) on the development venv's Airflow; the suite runs
-## scripts/check-airflow-matrix too (the older Airflow versions: tests/scripts/test_check_airflow_matrix.py,
-## its output in .state/matrix.log).
-test: bootstrap lint typecheck
-	@mkdir -p .state; $(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25
+## Everything CI checks: ruff, import-linter, mypy (strict on our packages) and the whole pytest suite
+## (which brings up its own local Slurm cluster and Airflow home) on the development venv's Airflow;
+## the suite runs scripts/check-airflow-matrix too (the older Airflow versions:
+## tests/scripts/test_check_airflow_matrix.py, its output in .state/matrix.log). The static checks run
+## beside the suite (each is one process; the suite's first minute starts stacks and clusters, with
+## CPU to spare), their output printed after it; either failing fails the target.
+test: bootstrap
+	@mkdir -p .state; $(MAKE) --no-print-directory lint typecheck >.state/static.log 2>&1 & static=$$!; \
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25; suite=$$?; \
+	wait $$static; checks=$$?; cat .state/static.log; \
+	if [ $$checks -ne 0 ]; then echo "make test: ruff, import-linter or mypy failed (above)"; exit $$checks; fi; \
+	exit $$suite
 
 ## The older Airflow versions alone (what `make test` runs inside the suite).
 matrix:
