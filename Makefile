@@ -17,9 +17,10 @@ demo: bootstrap
 ## the suite runs scripts/check-airflow-matrix too (the older Airflow versions:
 ## tests/scripts/test_check_airflow_matrix.py, its output in .state/matrix.log). The static checks run
 ## beside the suite (each is one process; the suite's first minute starts stacks and clusters, with
-## CPU to spare), their output printed after it; either failing fails the target.
+## CPU to spare), their output printed after it; either failing fails the target. Plain `make`, not
+## $(MAKE): make runs a line that names $(MAKE) even under `make -n`, and this line holds the suite.
 test: bootstrap
-	@mkdir -p .state; $(MAKE) --no-print-directory lint typecheck >.state/static.log 2>&1 & static=$$!; \
+	@mkdir -p .state; make --no-print-directory lint typecheck >.state/static.log 2>&1 & static=$$!; \
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25; suite=$$?; \
 	wait $$static; checks=$$?; cat .state/static.log; \
 	if [ $$checks -ne 0 ]; then echo "make test: ruff, import-linter or mypy failed (above)"; exit $$checks; fi; \
