@@ -79,7 +79,12 @@ class Failures:
         return f"{prefix}_{EXPERIMENT}"
 
     def alerts(self, prefix: str) -> Path:
-        return self.base / f"{prefix}-alerts.log"
+        return _alerts(self.base, prefix)
+
+
+def _alerts(base: Path, prefix: str) -> Path:
+    """Where the config ``prefix``'s alerts (kind ``log``) go."""
+    return base / f"{prefix}-alerts.log"
 
 
 def _config(base: Path, prefix: str, *replacements: tuple[str, str]) -> Path:
@@ -97,7 +102,7 @@ def failures(slurm_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
     (base / "spike_train.py").write_text(SPIKE_TRAINER.format(spike_at=str(base / "spike_at")))
 
     def notify_log(prefix: str, more: str = "") -> tuple[str, str]:
-        log = f"  notify: {{kind: log, path: {base / f'{prefix}-alerts.log'}}}\n"
+        log = f"  notify: {{kind: log, path: {_alerts(base, prefix)}}}\n"
         return ("  paused: false\n", "  paused: false\n" + log + more)
 
     spike_rule = "  loss_spike: {factor: 3, intervals: 2, window: 5}\n"
