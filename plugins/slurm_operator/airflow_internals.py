@@ -20,12 +20,11 @@ if TYPE_CHECKING or Version("3.2") <= AIRFLOW_VERSION:  # public from 3.2 on (my
 else:
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference, SyncCallback
 __all__ = ["DeadlineAlert", "DeadlineReference", "SyncCallback"]  # imported; the rest is defined here
-log = logging.getLogger(__name__)
 
 
 @functools.cache  # once per change
 def _changed(what: str) -> None:
-    log.error("this Airflow changed a private API the campaign relies on: %s", what)
+    logging.getLogger(__name__).error("this Airflow changed a private API the campaign relies on: %s", what)
 
 
 async def xcom_get(*, key: str, dag_id: str, task_id: str, run_id: str, map_index: int) -> Any:
@@ -45,14 +44,10 @@ def supervisor_comms() -> Any:
     return comms if callable(getattr(comms, "asend", None)) else None
 
 
-async def task_states(
-    comms: Any, dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str]
-) -> dict[str, dict[str, str | None]] | None:
+async def task_states(comms: Any, dag_id: str, run_ids: Sequence[str], task_ids: Sequence[str]) -> Any:
+    """``{run_id: {task_id or task_id_mapindex: state or None}}``, None for an answer of another type."""
     response = await comms.asend(GetTaskStates(dag_id=dag_id, task_ids=list(task_ids), run_ids=list(run_ids)))
-    if not isinstance(response, TaskStatesResult):
-        return None
-    by_run = response.task_states.items()
-    return {str(run): {str(k): v if v is None else str(v) for k, v in s.items()} for run, s in by_run}
+    return response.task_states if isinstance(response, TaskStatesResult) else None
 
 
 def deferred_trigger(ti: Any) -> tuple[str, dict[str, Any]] | None:

@@ -88,7 +88,9 @@ async def _ask(
         )
     if by_run is None:
         return None
-    return {run: {k: "none" if v is None else v for k, v in s.items()} for run, s in by_run.items()}
+    return {
+        str(r): {str(k): "none" if v is None else str(v) for k, v in s.items()} for r, s in by_run.items()
+    }
 
 
 async def task_state(
