@@ -17,12 +17,16 @@ demo: bootstrap
 ## the suite runs scripts/check-airflow-matrix too (the older Airflow versions:
 ## tests/scripts/test_check_airflow_matrix.py, its output in .state/matrix.log). The static checks run
 ## beside the suite (each is one process; the suite's first minute starts stacks and clusters, with
-## CPU to spare), their output printed after it; either failing fails the target. Plain `make`, not
+## CPU to spare), their output printed after it; either failing fails the target. The matrix's venvs are
+## built beside scripts/bootstrap (pip keeps one core busy there): the matrix test finds them warm, and
+## builds again a row whose build failed there (its log: .state/matrix-venvs.log). Plain `make`, not
 ## $(MAKE): make runs a line that names $(MAKE) even under `make -n`, and this line holds the suite.
-test: bootstrap
-	@mkdir -p .state; make --no-print-directory lint typecheck >.state/static.log 2>&1 & static=$$!; \
+test:
+	@mkdir -p .state; scripts/check-airflow-matrix --venvs >.state/matrix-venvs.log 2>&1 & venvs=$$!; \
+	./scripts/bootstrap || { kill $$venvs; exit 1; }; \
+	make --no-print-directory lint typecheck >.state/static.log 2>&1 & static=$$!; \
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25; suite=$$?; \
-	wait $$static; checks=$$?; cat .state/static.log; \
+	wait $$venvs; wait $$static; checks=$$?; cat .state/static.log; \
 	if [ $$checks -ne 0 ]; then echo "make test: ruff, import-linter or mypy failed (above)"; exit $$checks; fi; \
 	exit $$suite
 
